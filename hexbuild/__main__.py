@@ -1,0 +1,3 @@
+from hexbuild.cli.main import run
+
+run()

@@ -1,0 +1,194 @@
+"""The hexbuild command line: Typer commands that parse, call and render; no logic here.
+
+Every command module under hexbuild/cli/ defines ``register(app)``. Global flags (--json, -v,
+-q, --config) are added to every command, so they work before or after the command name.
+Errors become one line on stderr (a JSON object on stdout with --json) and the exit code of
+their class (hexbuild/errors.py); a traceback only with -v.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import sys
+from typing import Any
+
+import functools
+import inspect
+from typing import Callable, Optional
+
+import typer
+
+from .. import __version__, errors
+from ..ui import ui
+from .common import state
+
+# Commands in the order `--help` lists them. A module that is not there yet is skipped.
+COMMAND_MODULES = ["build", "verify", "package", "deploy", "run", "bench", "plan", "results",
+                   "release", "source", "config", "doctor"]
+
+app = typer.Typer(
+    name="hexbuild",
+    help="Build, package, deploy and run llama.cpp's Hexagon (Snapdragon NPU) backend.",
+    no_args_is_help=True,
+    rich_markup_mode="rich",
+    context_settings={"help_option_names": ["-h", "--help"]},
+    pretty_exceptions_enable=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        if ui.json:
+            print(json.dumps({"version": __version__}))
+        else:
+            print(f"hexbuild {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                 help="Print the version and exit."),
+) -> None:
+    """Build, package, deploy and run llama.cpp's Hexagon (Snapdragon NPU) backend."""
+
+
+def _set_json(value: bool) -> None:
+    if value:
+        ui.json = True
+
+
+def _set_verbose(value: int) -> None:
+    if value:
+        ui.verbose = max(ui.verbose, value)
+
+
+def _set_quiet(value: bool) -> None:
+    if value:
+        ui.quiet = True
+
+
+def _set_config(value: str | None) -> None:
+    if value:
+        state.config_file = value
+
+
+_PANEL = "Global options"
+
+
+def _global_parameters() -> list[inspect.Parameter]:
+    kw = inspect.Parameter.KEYWORD_ONLY
+    return [
+        inspect.Parameter("_hexbuild_json", kw, annotation=bool, default=typer.Option(
+            False, "--json", expose_value=False, is_eager=True, callback=_set_json, rich_help_panel=_PANEL,
+            help="Machine output on stdout (JSON); human progress stays on stderr.")),
+        inspect.Parameter("_hexbuild_verbose", kw, annotation=int, default=typer.Option(
+            0, "-v", "--verbose", count=True, expose_value=False, is_eager=True, callback=_set_verbose,
+            rich_help_panel=_PANEL, help="Print every external command and container spec; tracebacks.")),
+        inspect.Parameter("_hexbuild_quiet", kw, annotation=bool, default=typer.Option(
+            False, "-q", "--quiet", expose_value=False, is_eager=True, callback=_set_quiet,
+            rich_help_panel=_PANEL, help="Only errors on stderr.")),
+        inspect.Parameter("_hexbuild_config", kw, annotation=Optional[str], default=typer.Option(
+            None, "--config", metavar="FILE", expose_value=False, is_eager=True, callback=_set_config,
+            rich_help_panel=_PANEL, help="Config file (default: hexbuild.toml or \\[tool.hexbuild] in the checkout).")),
+    ]
+
+
+def with_global_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Give a command the global flags, so they work after the command name too."""
+    if getattr(fn, "_hexbuild_globals", False):
+        return fn
+
+    @functools.wraps(fn)
+    def command(*args: Any, **kwargs: Any) -> Any:
+        for name in [k for k in kwargs if k.startswith("_hexbuild_")]:
+            del kwargs[name]  # their callbacks already acted
+        return fn(*args, **kwargs)
+
+    sig = inspect.signature(fn)
+    command.__signature__ = sig.replace(parameters=[*sig.parameters.values(), *_global_parameters()])  # type: ignore[attr-defined]
+    command._hexbuild_globals = True  # type: ignore[attr-defined]
+    return command
+
+
+def _group_callback() -> None:
+    pass
+
+
+def _add_globals(typer_app: typer.Typer) -> None:
+    if typer_app.registered_callback is None:
+        typer_app.callback()(_group_callback)
+    if typer_app.registered_callback is not None and typer_app.registered_callback.callback is not None:
+        typer_app.registered_callback.callback = with_global_options(typer_app.registered_callback.callback)
+    for info in typer_app.registered_commands:
+        info.callback = with_global_options(info.callback)
+    for group in typer_app.registered_groups:
+        _add_globals(group.typer_instance)
+
+
+def build_cli() -> Any:
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(f"hexbuild.cli.{name}")
+        except ModuleNotFoundError as e:
+            if e.name == f"hexbuild.cli.{name}":
+                continue
+            raise
+        module.register(app)
+    _add_globals(app)
+    return typer.main.get_command(app)
+
+
+def _fail(err: errors.HexbuildError) -> int:
+    if ui.json:
+        sys.stdout.write(json.dumps({"error": err.to_json()}) + "\n")
+    ui.error(err.message, hint=err.hint)
+    return err.exit_code
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    head = argv[: argv.index("--")] if "--" in argv else argv
+    if "--json" in head:  # so that even a parse error answers in JSON
+        ui.json = True
+    cli = build_cli()
+    try:
+        rv = cli.main(args=argv, prog_name="hexbuild", standalone_mode=False)
+        return rv if isinstance(rv, int) else 0
+    except typer.Exit as e:
+        return e.exit_code
+    except (typer.Abort, KeyboardInterrupt):
+        return _fail(errors.Interrupted("interrupted"))
+    except errors.HexbuildError as e:
+        if ui.verbose:
+            import traceback
+
+            traceback.print_exc()
+        return _fail(e)
+    except BrokenPipeError:
+        return errors.OK
+    except Exception as e:
+        names = {c.__name__ for c in type(e).__mro__}
+        if "NoArgsIsHelpError" in names and getattr(e, "ctx", None) is not None:
+            print(e.ctx.get_help())  # type: ignore[attr-defined]
+            return errors.USAGE
+        if "ClickException" in names:  # click's (or typer's own copy of click's) usage errors
+            ctx = getattr(e, "ctx", None)
+            where = ctx.command_path if ctx is not None else "hexbuild"
+            msg = e.format_message().strip().rstrip(".")  # type: ignore[attr-defined]
+            return _fail(errors.UsageError(f"{msg} (see '{where} --help')"))
+        # A bug: one line, the traceback with -v.
+        if ui.verbose or os.environ.get("HEXBUILD_DEBUG"):
+            raise
+        return _fail(errors.HexbuildError(f"internal error: {type(e).__name__}: {e}",
+                                          hint="rerun with -v for the traceback and report it"))
+
+
+def run() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    run()

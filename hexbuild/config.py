@@ -1,0 +1,287 @@
+"""Settings: defaults < hexbuild.toml / [tool.hexbuild] < HEXBUILD_* environment < flags.
+
+One table (``OPTIONS``) declares every key once: its type, default, allowed values and help.
+Files use sections (``[build] os = "linux"``; in pyproject ``[tool.hexbuild.build]``), the
+environment uses ``HEXBUILD_<SECTION>_<KEY>`` (``HEXBUILD_BUILD_OS=linux``), and commands pass
+their flags as dotted keys. Every value remembers where it came from (``hexbuild config show``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from .errors import ConfigError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+
+@dataclass(frozen=True)
+class Option:
+    key: str
+    type: type
+    default: Any
+    help: str
+    choices: tuple[str, ...] | None = None
+    item_choices: tuple[str, ...] | None = None  # for list options
+    minimum: int | None = None
+    maximum: int | None = None
+
+    @property
+    def env_var(self) -> str:
+        return "HEXBUILD_" + self.key.replace(".", "_").replace("-", "_").upper()
+
+    @property
+    def type_name(self) -> str:
+        if self.type is list:
+            return "list of strings"
+        return {str: "string", int: "integer", bool: "boolean", float: "number"}[self.type]
+
+
+def _o(key, type_, default, help_, **kw) -> Option:
+    return Option(key, type_, default, help_, **kw)
+
+
+OPTIONS: dict[str, Option] = {o.key: o for o in [
+    _o("source", str, ".", "the llama.cpp checkout"),
+    # build
+    _o("build.os", str, "android", "target OS", choices=("android", "linux")),
+    _o("build.build_type", str, "release", "CMake build type", choices=("release", "debug", "relwithdebinfo")),
+    _o("build.preset", str, "", "CMake configure preset (default: the revision's Snapdragon preset)"),
+    _o("build.build_dir", str, "", "build directory, relative to the checkout (default: the revision's convention)"),
+    _o("build.install_dir", str, "", "install prefix, relative to the checkout (default: the revision's convention)"),
+    _o("build.jobs", int, 0, "parallel compile jobs (0: all cores)", minimum=0),
+    _o("build.htp", list, [], "NPU library versions to build (default: every version the revision builds)"),
+    _o("build.cmake_args", list, [], "extra arguments for cmake configure"),
+    _o("build.engine", str, "docker", "where the build runs", choices=("docker", "local")),
+    _o("build.image", str, "", "toolchain image (default: the image the checkout pins for the OS)"),
+    _o("build.pull", str, "missing", "image pull policy", choices=("missing", "always", "never")),
+    _o("build.user", str, "", "uid:gid inside the container (default: the invoking user; root on rootless engines)"),
+    _o("build.env_passthrough", list, [], "extra environment variables passed into the build container"),
+    _o("build.cache_volume", str, "hexbuild-ccache", "named volume for the compiler cache"),
+    _o("build.keep_container", bool, False, "keep the build container after the run, for debugging"),
+    # deploy
+    _o("deploy.targets", list, [], "deploy targets (adb, adb:SERIAL, adb://HOST:PORT[/SERIAL], adb+ssh://…, ssh://…, local:DIR)"),
+    _o("deploy.dest", str, "", "install directory on the target (default /data/local/tmp/llama.cpp on Android, ~/llama.cpp on Linux)"),
+    _o("deploy.models_dir", str, "", "models directory on the target (default /data/local/tmp/gguf on Android, ~/gguf on Linux)"),
+    _o("deploy.ndev", int, 0, "HTP sessions for the launch scripts (0: do not write them)", minimum=0, maximum=16),
+    _o("deploy.parallel", int, 4, "targets deployed at once", minimum=1, maximum=64),
+    _o("deploy.timeout", float, 600.0, "seconds allowed for one transfer", minimum=1),
+    # ssh
+    _o("ssh.known_hosts", str, "", "known_hosts file (default ~/.ssh/known_hosts)"),
+    _o("ssh.identity", str, "", "private key file (default: the SSH agent and ~/.ssh/id_*)"),
+    _o("ssh.timeout", float, 15.0, "seconds to connect and for each remote call", minimum=1),
+    # run
+    _o("run.target", str, "", "default target for run and bench"),
+    _o("run.ndev", int, 0, "HTP sessions for run (0: one, or as --devices says)", minimum=0, maximum=16),
+    _o("run.model", str, "", "model file name in the models directory"),
+    _o("run.threads", int, 6, "CPU threads (-t)", minimum=1),
+    _o("run.ubatch", int, 1024, "ubatch size", minimum=1),
+    _o("run.results_dir", str, "hexbuild-results", "where logs and JSON results are saved"),
+    # ci
+    _o("ci.strict", bool, False, "treat warnings as errors (on by default under CI=true)"),
+    _o("release.dist_dir", str, "dist", "where release assets are written"),
+]}
+
+SOURCES = ("default", "file", "env", "flag")
+
+
+@dataclass
+class Settings:
+    values: dict[str, Any] = field(default_factory=dict)
+    origins: dict[str, str] = field(default_factory=dict)
+    config_file: Path | None = None
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in OPTIONS:
+            raise KeyError(key)
+        return self.values[key]
+
+    def origin(self, key: str) -> str:
+        return self.origins[key]
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "config_file": str(self.config_file) if self.config_file else None,
+            "settings": {k: {"value": self.values[k], "source": self.origins[k], "env": OPTIONS[k].env_var}
+                         for k in OPTIONS},
+        }
+
+
+def _valid_keys_text() -> str:
+    return ", ".join(OPTIONS)
+
+
+def coerce(opt: Option, value: Any, where: str) -> Any:
+    """Check (from files) or convert (from the environment, as strings) one value."""
+    t = opt.type
+    from_text = isinstance(value, str) and t is not str
+    try:
+        if t is bool:
+            if isinstance(value, bool):
+                v = value
+            elif from_text and value.strip().lower() in ("1", "true", "yes", "on"):
+                v = True
+            elif from_text and value.strip().lower() in ("0", "false", "no", "off", ""):
+                v = False
+            else:
+                raise ValueError
+        elif t is int:
+            if isinstance(value, bool):
+                raise ValueError
+            v = int(value.strip()) if from_text else value
+            if not isinstance(v, int):
+                raise ValueError
+        elif t is float:
+            if isinstance(value, bool):
+                raise ValueError
+            v = float(value.strip()) if from_text else value
+            if not isinstance(v, (int, float)):
+                raise ValueError
+            v = float(v)
+        elif t is list:
+            if isinstance(value, str):
+                v = [s.strip() for s in value.split(",") if s.strip()]
+            elif isinstance(value, (list, tuple)) and all(isinstance(s, str) for s in value):
+                v = list(value)
+            else:
+                raise ValueError
+        else:
+            if not isinstance(value, str):
+                raise ValueError
+            v = value
+    except ValueError:
+        raise ConfigError(f"{where}: {opt.key} must be a {opt.type_name}, got {value!r}") from None
+    if opt.choices and v not in opt.choices and not (v == "" and opt.default == ""):
+        raise ConfigError(f"{where}: {opt.key} must be one of {', '.join(opt.choices)}, got {v!r}")
+    if opt.minimum is not None and isinstance(v, (int, float)) and v < opt.minimum:
+        raise ConfigError(f"{where}: {opt.key} must be at least {opt.minimum}, got {v!r}")
+    if opt.maximum is not None and isinstance(v, (int, float)) and v > opt.maximum:
+        raise ConfigError(f"{where}: {opt.key} must be at most {opt.maximum}, got {v!r}")
+    return v
+
+
+def _flatten(table: Mapping[str, Any], where: str, prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in table.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            if not any(o.startswith(key + ".") for o in OPTIONS):
+                raise ConfigError(f"{where}: unknown section [{key}]; valid keys: {_valid_keys_text()}")
+            out.update(_flatten(v, where, key + "."))
+        else:
+            if key not in OPTIONS:
+                raise ConfigError(f"{where}: unknown key {key!r}; valid keys: {_valid_keys_text()}")
+            out[key] = v
+    return out
+
+
+def read_file(path: Path) -> dict[str, Any]:
+    """The dotted settings in a hexbuild.toml, or in a pyproject.toml's [tool.hexbuild]."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {path}") from None
+    except IsADirectoryError:
+        raise ConfigError(f"config file is a directory: {path}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{path}: not valid TOML: {e}") from None
+    if path.name == "pyproject.toml":
+        data = data.get("tool", {}).get("hexbuild", {})
+        if not isinstance(data, dict):
+            raise ConfigError(f"{path}: [tool.hexbuild] must be a table")
+    raw = _flatten(data, str(path))
+    return {k: coerce(OPTIONS[k], v, str(path)) for k, v in raw.items()}
+
+
+def find_config_file(source_dir: Path) -> Path | None:
+    candidate = source_dir / "hexbuild.toml"
+    if candidate.is_file():
+        return candidate
+    pyproject = source_dir / "pyproject.toml"
+    if pyproject.is_file():
+        try:
+            data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError):
+            return None  # someone else's pyproject; only ours must parse
+        if "hexbuild" in data.get("tool", {}):
+            return pyproject
+    return None
+
+
+def load(*, flags: Mapping[str, Any] | None = None, config_file: str | Path | None = None,
+         env: Mapping[str, str] | None = None, cwd: Path | None = None) -> Settings:
+    """Resolve every setting. ``flags`` holds dotted keys whose value is not None."""
+    env = os.environ if env is None else env
+    flags = {k: v for k, v in (flags or {}).items() if v is not None}
+    for k in flags:
+        if k not in OPTIONS:
+            raise KeyError(f"flag for unknown setting {k}")  # a programming error, not a user one
+    cwd = cwd or Path.cwd()
+    s = Settings()
+    for k, o in OPTIONS.items():
+        s.values[k] = list(o.default) if isinstance(o.default, list) else o.default
+        s.origins[k] = "default"
+
+    env_values = {}
+    for k, o in OPTIONS.items():
+        if o.env_var in env:
+            env_values[k] = coerce(o, env[o.env_var], o.env_var)
+    unknown_env = [v for v in env if v.startswith("HEXBUILD_") and v not in {o.env_var for o in OPTIONS.values()}
+                   and v not in _NON_SETTING_ENV]
+    if unknown_env:
+        raise ConfigError(f"unknown environment variable {unknown_env[0]}; valid: "
+                          + ", ".join(o.env_var for o in OPTIONS.values()))
+
+    # The checkout decides where the config file is, so resolve it first (flag > env > cwd).
+    source = flags.get("source", env_values.get("source"))
+    source_dir = (cwd / source) if source else cwd
+    path: Path | None = None
+    explicit = config_file or env.get("HEXBUILD_CONFIG")
+    if explicit:
+        path = Path(explicit)
+        if not path.is_absolute():
+            path = cwd / path
+        if not path.exists():
+            raise ConfigError(f"config file not found: {explicit}")
+    elif source_dir.is_dir():
+        path = find_config_file(source_dir)
+    if path is not None:
+        s.config_file = path
+        for k, v in read_file(path).items():
+            if k == "source" and not Path(v).is_absolute():
+                v = str((path.parent / v).resolve())
+            s.values[k] = v
+            s.origins[k] = "file"
+    for k, v in env_values.items():
+        s.values[k] = v
+        s.origins[k] = "env"
+    for k, v in flags.items():
+        s.values[k] = coerce(OPTIONS[k], v, _flag_name(k))
+        s.origins[k] = "flag"
+    return s
+
+
+# Variables that share the prefix but are not settings.
+_NON_SETTING_ENV = {"HEXBUILD_CONFIG", "HEXBUILD_TEST_CACHE", "HEXBUILD_TEST_DOCKER_HOST", "HEXBUILD_DEBUG"}
+
+
+def _flag_name(key: str) -> str:
+    return "--" + key.split(".")[-1].replace("_", "-")
+
+
+def is_strict(settings: Settings, env: Mapping[str, str] | None = None) -> bool:
+    """--strict defaults to on under CI=true unless the config or environment says otherwise."""
+    env = os.environ if env is None else env
+    if settings.origin("ci.strict") != "default":
+        return bool(settings["ci.strict"])
+    return env.get("CI", "").lower() in ("1", "true", "yes")
+
+
+Loader = Callable[..., Settings]

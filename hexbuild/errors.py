@@ -1,0 +1,113 @@
+"""Error classes and the exit codes they map to.
+
+Every failure a user can cause or meet is one of these; the CLI prints ``message`` on one line
+(plus ``hint`` when there is one) and exits with ``exit_code``. Anything else is a bug and exits
+with INTERNAL. The table is documented in the README and tested in tests/test_errors.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+OK = 0
+INTERNAL = 1
+USAGE = 2
+ENVIRONMENT = 3
+BUILD_FAILED = 4
+VERIFY_FAILED = 5
+PACKAGE_FAILED = 6
+DEPLOY_FAILED = 7
+REMOTE_FAILED = 8
+PARSE_FAILED = 9
+WARNINGS_FATAL = 10
+INTERRUPTED = 130
+
+EXIT_CODES: dict[int, str] = {
+    OK: "success",
+    INTERNAL: "internal error (a bug in hexbuild; rerun with -v for the traceback)",
+    USAGE: "usage or bad input: unknown option, bad value, bad config key or type, missing path",
+    ENVIRONMENT: "environment missing: no Docker engine, no image, no adb, no device, no SSH",
+    BUILD_FAILED: "the build failed inside the toolchain",
+    VERIFY_FAILED: "verification of the built package failed",
+    PACKAGE_FAILED: "packaging failed",
+    DEPLOY_FAILED: "deploying to one or more targets failed",
+    REMOTE_FAILED: "a command on a device failed (`run` passes the program's own exit code instead)",
+    PARSE_FAILED: "nothing recognizable in a log or model file",
+    WARNINGS_FATAL: "warnings were raised and --strict makes them fatal",
+    INTERRUPTED: "interrupted (Ctrl-C or SIGTERM); containers and partial files were cleaned up",
+}
+
+
+class HexbuildError(Exception):
+    """A failure with a message meant for the user, and the exit code it maps to."""
+
+    exit_code: int = INTERNAL
+    kind: str = "internal"
+
+    def __init__(self, message: str, *, hint: str | None = None, details: dict[str, Any] | None = None):
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        self.details = details or {}
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": self.kind, "message": self.message, "exit_code": self.exit_code}
+        if self.hint:
+            out["hint"] = self.hint
+        if self.details:
+            out["details"] = self.details
+        return out
+
+
+class UsageError(HexbuildError):
+    exit_code = USAGE
+    kind = "usage"
+
+
+class ConfigError(UsageError):
+    kind = "config"
+
+
+class EnvironmentMissing(HexbuildError):
+    exit_code = ENVIRONMENT
+    kind = "environment"
+
+
+class BuildFailed(HexbuildError):
+    exit_code = BUILD_FAILED
+    kind = "build"
+
+
+class VerifyFailed(HexbuildError):
+    exit_code = VERIFY_FAILED
+    kind = "verify"
+
+
+class PackageFailed(HexbuildError):
+    exit_code = PACKAGE_FAILED
+    kind = "package"
+
+
+class DeployFailed(HexbuildError):
+    exit_code = DEPLOY_FAILED
+    kind = "deploy"
+
+
+class RemoteFailed(HexbuildError):
+    exit_code = REMOTE_FAILED
+    kind = "remote"
+
+
+class ParseFailed(HexbuildError):
+    exit_code = PARSE_FAILED
+    kind = "parse"
+
+
+class WarningsFatal(HexbuildError):
+    exit_code = WARNINGS_FATAL
+    kind = "strict"
+
+
+class Interrupted(HexbuildError):
+    exit_code = INTERRUPTED
+    kind = "interrupted"

@@ -1,0 +1,211 @@
+"""Where output goes: machine output on stdout, everything human on stderr.
+
+One process-wide ``UI`` holds the global flags (--json, -v, -q) and what the environment says
+(a TTY or not, which CI). Commands never print directly: they call ``ui.info``/``ui.warn``/
+``ui.command`` for people and ``ui.result`` for the one machine-readable answer.
+Without a TTY there are no spinners or redraws: progress becomes plain timestamped lines.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+import time
+from contextlib import contextmanager
+from typing import Any, Iterator, Sequence
+
+_rich_console = None
+
+
+def _ci_provider(env: dict[str, str] | os._Environ = os.environ) -> str | None:
+    if env.get("GITHUB_ACTIONS") == "true":
+        return "github"
+    if env.get("GITLAB_CI") == "true":
+        return "gitlab"
+    if env.get("CI", "").lower() in ("1", "true", "yes"):
+        return "generic"
+    return None
+
+
+class UI:
+    def __init__(self) -> None:
+        self.json = False
+        self.verbose = 0
+        self.quiet = False
+        self.ci = _ci_provider()
+        self.warnings: list[str] = []
+        self._stderr = sys.stderr
+
+    # -- environment ---------------------------------------------------------------------
+    @property
+    def interactive(self) -> bool:
+        """Live redraws only on a real terminal, never in CI or with --json."""
+        try:
+            tty = self._stderr.isatty()
+        except (AttributeError, ValueError):
+            tty = False
+        return tty and self.ci is None and os.environ.get("TERM") != "dumb"
+
+    def console(self):
+        """A rich Console on stderr (imported lazily: rich costs start-up time)."""
+        global _rich_console
+        if _rich_console is None or _rich_console.file is not self._stderr:
+            from rich.console import Console
+
+            _rich_console = Console(file=self._stderr, highlight=False, soft_wrap=True,
+                                    force_terminal=None if self.interactive else False)
+        return _rich_console
+
+    # -- human output (stderr) -------------------------------------------------------------
+    def _line(self, text: str) -> None:
+        if not self.interactive and self.ci is not None:
+            text = f"[{time.strftime('%H:%M:%S')}] {text}"
+        print(text, file=self._stderr, flush=True)
+
+    def info(self, text: str) -> None:
+        if not self.quiet:
+            self._line(text)
+
+    def detail(self, text: str) -> None:
+        """Shown with -v only."""
+        if self.verbose and not self.quiet:
+            self._line(text)
+
+    def warn(self, text: str, *, file: str | None = None, line: int | None = None) -> None:
+        self.warnings.append(text)
+        if self.ci == "github":
+            loc = ""
+            if file:
+                loc = f" file={file}" + (f",line={line}" if line else "")
+            print(f"::warning{loc}::{_gh_escape(text)}", file=self._stderr, flush=True)
+        else:
+            self._line(f"warning: {text}")
+
+    def error(self, text: str, *, hint: str | None = None, file: str | None = None, line: int | None = None) -> None:
+        if self.ci == "github":
+            loc = ""
+            if file:
+                loc = f" file={file}" + (f",line={line}" if line else "")
+            print(f"::error{loc}::{_gh_escape(text)}", file=self._stderr, flush=True)
+        else:
+            self._line(f"hexbuild: error: {text}")
+        if hint:
+            self._line(f"hint: {hint}")
+
+    def command(self, argv: Sequence[str] | str, *, env: dict[str, str] | None = None) -> None:
+        """With -v, print every external command exactly as it could be pasted into a shell."""
+        if not self.verbose:
+            return
+        text = argv if isinstance(argv, str) else shlex.join([str(a) for a in argv])
+        if env:
+            text = " ".join(f"{k}={shlex.quote(str(v))}" for k, v in env.items()) + " " + text
+        self._line(f"+ {text}")
+
+    @contextmanager
+    def group(self, title: str) -> Iterator[None]:
+        """A foldable section in CI logs (GitHub ::group::, GitLab section markers)."""
+        start = time.monotonic()
+        if self.ci == "github":
+            print(f"::group::{title}", file=self._stderr, flush=True)
+        elif self.ci == "gitlab":
+            name = "".join(c if c.isalnum() else "_" for c in title.lower())[:40]
+            print(f"\x1b[0Ksection_start:{int(time.time())}:{name}\r\x1b[0K{title}", file=self._stderr, flush=True)
+        else:
+            self.info(f"== {title}")
+        try:
+            yield
+        finally:
+            if self.ci == "github":
+                print("::endgroup::", file=self._stderr, flush=True)
+            elif self.ci == "gitlab":
+                print(f"\x1b[0Ksection_end:{int(time.time())}:{name}\r\x1b[0K", file=self._stderr, flush=True)
+            self.detail(f"   {title}: {time.monotonic() - start:.2f}s")
+
+    # -- machine output (stdout) -----------------------------------------------------------
+    def result(self, data: Any, human: Any = None) -> None:
+        """The command's answer: JSON on stdout with --json, else ``human`` (text or a rich
+        renderable) on stdout."""
+        if self.json:
+            sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+            sys.stdout.flush()
+            return
+        if human is None:
+            return
+        if isinstance(human, str):
+            sys.stdout.write(human if human.endswith("\n") else human + "\n")
+            sys.stdout.flush()
+        else:
+            from rich.console import Console
+
+            Console(file=sys.stdout, highlight=False, soft_wrap=False,
+                    force_terminal=None if sys.stdout.isatty() else False).print(human)
+
+    # -- progress ---------------------------------------------------------------------------
+    def progress(self, *, transient: bool = True):
+        """A rich Progress on a TTY; a plain-line stand-in elsewhere (same add_task/update API)."""
+        if self.interactive and not self.quiet:
+            from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn,
+                                       TimeRemainingColumn)
+
+            return Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
+                            TimeRemainingColumn(), console=self.console(), transient=transient)
+        return PlainProgress(self)
+
+
+class PlainProgress:
+    """Progress for logs: one line when a task starts, at each 25 %, and when it finishes."""
+
+    def __init__(self, ui: UI) -> None:
+        self.ui = ui
+        self.tasks: dict[int, dict[str, Any]] = {}
+
+    def __enter__(self) -> "PlainProgress":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+    def add_task(self, description: str, total: float | None = None, **_: Any) -> int:
+        tid = len(self.tasks)
+        self.tasks[tid] = {"description": description, "total": total, "completed": 0.0, "mark": 0}
+        return tid
+
+    def update(self, task_id: int, *, completed: float | None = None, advance: float | None = None,
+               total: float | None = None, description: str | None = None, **_: Any) -> None:
+        t = self.tasks[task_id]
+        if description is not None:
+            t["description"] = description
+        if total is not None:
+            t["total"] = total
+        if completed is not None:
+            t["completed"] = completed
+        if advance is not None:
+            t["completed"] += advance
+        if t["total"]:
+            mark = int(4 * t["completed"] / t["total"])
+            if mark > t["mark"]:
+                t["mark"] = mark
+                self.ui.info(f"{t['description']}: {min(100, 25 * mark)}%")
+
+    def advance(self, task_id: int, advance: float = 1) -> None:
+        self.update(task_id, advance=advance)
+
+    def remove_task(self, task_id: int) -> None:
+        self.tasks.pop(task_id, None)
+
+
+def _gh_escape(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+ui = UI()
+
+
+def human_size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"

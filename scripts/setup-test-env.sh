@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Installs what the test suite needs, idempotently: system packages (Docker engine, adb/adbd,
+# sshd, clang-19/lld-19 for genuine Hexagon and AArch64 ELF files, debootstrap), the Python
+# package with its test extras, the llama.cpp source trees, and the fixture toolchain rootfs.
+# Safe to run again: each step checks before it acts.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cache="${HEXBUILD_TEST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hexbuild-tests}"
+mkdir -p "$cache"
+log() { printf '[setup %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+need_root() { [ "$(id -u)" = 0 ] || { echo "setup-test-env.sh: system packages need root (apt-get)" >&2; exit 3; }; }
+
+# --- Debian packages -------------------------------------------------------
+debian_uri() {
+  # The machine's own Debian mirror, read from its apt sources (never hard-coded here).
+  local f
+  for f in /etc/apt/sources.list.d/*.sources; do
+    [ -f "$f" ] || continue
+    awk '/^URIs:/{u=$2} /^Suites:/{ if ($0 ~ /bookworm( |$)/ && u !~ /security/) { print u; exit } }' "$f"
+  done | head -n1
+  if [ -f /etc/apt/sources.list ]; then
+    awk '$1=="deb" && $3=="bookworm" {print $2; exit}' /etc/apt/sources.list
+  fi
+}
+
+missing=()
+have_cmd() { command -v "$1" >/dev/null 2>&1; }
+have_cmd dockerd || missing+=(docker.io)
+have_cmd sshd || [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
+have_cmd clang-19 || missing+=(clang-19)
+have_cmd ld.lld-19 || missing+=(lld-19)
+have_cmd debootstrap || [ -x /usr/sbin/debootstrap ] || missing+=(debootstrap)
+have_cmd unshare || missing+=(util-linux)
+backports=()
+{ have_cmd adb && adb version 2>/dev/null | grep -q 'Version 3[4-9]'; } || backports+=(adb)
+have_cmd adbd || [ -x /usr/bin/adbd ] || [ -x /usr/lib/android-sdk/platform-tools/adbd ] || backports+=(adbd)
+
+if [ ${#missing[@]} -gt 0 ] || [ ${#backports[@]} -gt 0 ]; then
+  need_root
+  if [ ${#backports[@]} -gt 0 ] && ! grep -rqs bookworm-backports /etc/apt/sources.list.d/ /etc/apt/sources.list; then
+    uri="$(debian_uri)"
+    [ -n "$uri" ] || { echo "setup-test-env.sh: cannot find the Debian mirror in the apt sources" >&2; exit 3; }
+    log "adding bookworm-backports from the machine's own mirror"
+    cat > /etc/apt/sources.list.d/hexbuild-backports.sources <<SRC
+Types: deb
+URIs: $uri
+Suites: bookworm-backports
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SRC
+  fi
+  log "apt-get update"
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
+  if [ ${#missing[@]} -gt 0 ]; then
+    log "installing ${missing[*]}"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+  if [ ${#backports[@]} -gt 0 ]; then
+    log "installing ${backports[*]} from bookworm-backports"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends -t bookworm-backports "${backports[@]}" >/dev/null
+  fi
+fi
+
+# --- the Python package ----------------------------------------------------
+if ! python3 -c 'import hexbuild, pytest, hypothesis, docker, paramiko, elftools, gguf' 2>/dev/null \
+   || [ "$(python3 -c 'import hexbuild,os;print(os.path.dirname(hexbuild.__file__))' 2>/dev/null)" != "$here/hexbuild" ]; then
+  log "pip install -e .[test]"
+  python3 -m pip install -q --disable-pip-version-check -e "$here[test]"
+fi
+
+# --- real llama.cpp trees (cached outside the repository) ------------------
+for v in 0.3.20 0.3.36; do
+  dst="$cache/llama-cpp-python-$v"
+  if [ ! -d "$dst/vendor/llama.cpp/ggml" ]; then
+    log "downloading llama-cpp-python $v source distribution"
+    tmp="$(mktemp -d)"
+    python3 -m pip download -q --disable-pip-version-check --no-deps --no-binary :all: -d "$tmp" "llama-cpp-python==$v"
+    rm -rf "$dst.part" && mkdir -p "$dst.part"
+    tar -xzf "$tmp"/llama_cpp_python-"$v".tar.gz -C "$dst.part" --strip-components=1
+    rm -rf "$tmp" "$dst" && mv "$dst.part" "$dst"
+  fi
+done
+
+# --- fixture toolchain rootfs (Debian + clang-19/lld-19/cmake/ninja) -------
+rootfs_tar="$cache/toolchain-rootfs.tar"
+if [ ! -s "$rootfs_tar" ]; then
+  need_root
+  uri="$(debian_uri)"
+  [ -n "$uri" ] || { echo "setup-test-env.sh: cannot find the Debian mirror in the apt sources" >&2; exit 3; }
+  dir="$cache/toolchain-rootfs"
+  rm -rf "$dir"
+  log "debootstrap minbase bookworm (fixture toolchain image)"
+  debootstrap --variant=minbase bookworm "$dir" "$uri" >"$cache/debootstrap.log" 2>&1 \
+    || { tail -n 20 "$cache/debootstrap.log" >&2; exit 3; }
+  log "installing clang-19 lld-19 cmake ninja-build in the rootfs"
+  cp /etc/resolv.conf "$dir/etc/resolv.conf" 2>/dev/null || true
+  chroot "$dir" /bin/sh -c 'DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends clang-19 lld-19 cmake ninja-build python3 make && apt-get clean && rm -rf /var/lib/apt/lists/*' >"$cache/chroot-apt.log" 2>&1 \
+    || { tail -n 20 "$cache/chroot-apt.log" >&2; exit 3; }
+  ln -sf clang-19 "$dir/usr/bin/clang"; ln -sf clang++-19 "$dir/usr/bin/clang++"; ln -sf ld.lld-19 "$dir/usr/bin/ld.lld"
+  tar -C "$dir" -cf "$rootfs_tar.part" . && mv "$rootfs_tar.part" "$rootfs_tar"
+  rm -rf "$dir"
+fi
+log "test environment ready (cache: $cache)"

@@ -1,0 +1,1 @@
+"""Jinja2 templates for device scripts and commands (shipped as hexbuild.templates)."""
