@@ -118,10 +118,10 @@ def _valid_keys_text() -> str:
     return ", ".join(OPTIONS)
 
 
-def coerce(opt: Option, value: Any, where: str) -> Any:
-    """Check (from files) or convert (from the environment, as strings) one value."""
+def coerce(opt: Option, value: Any, where: str, *, text: bool = False) -> Any:
+    """Check a value from a file, or convert one given as text (environment, flags)."""
     t = opt.type
-    from_text = isinstance(value, str) and t is not str
+    from_text = text and isinstance(value, str) and t is not str
     try:
         if t is bool:
             if isinstance(value, bool):
@@ -146,10 +146,11 @@ def coerce(opt: Option, value: Any, where: str) -> Any:
                 raise ValueError
             v = float(v)
         elif t is list:
-            if isinstance(value, str):
+            if from_text:
                 v = [s.strip() for s in value.split(",") if s.strip()]
             elif isinstance(value, (list, tuple)) and all(isinstance(s, str) for s in value):
-                v = list(value)
+                # flags may repeat and each may hold a comma list: --htp v73 --htp v75,v79
+                v = [s.strip() for item in value for s in (item.split(",") if text else [item]) if s.strip()]
             else:
                 raise ValueError
         else:
@@ -157,7 +158,8 @@ def coerce(opt: Option, value: Any, where: str) -> Any:
                 raise ValueError
             v = value
     except ValueError:
-        raise ConfigError(f"{where}: {opt.key} must be a {opt.type_name}, got {value!r}") from None
+        article = "an" if opt.type_name[0] in "aeiou" else "a"
+        raise ConfigError(f"{where}: {opt.key} must be {article} {opt.type_name}, got {value!r}") from None
     if opt.choices and v not in opt.choices and not (v == "" and opt.default == ""):
         raise ConfigError(f"{where}: {opt.key} must be one of {', '.join(opt.choices)}, got {v!r}")
     if opt.minimum is not None and isinstance(v, (int, float)) and v < opt.minimum:
@@ -232,7 +234,7 @@ def load(*, flags: Mapping[str, Any] | None = None, config_file: str | Path | No
     env_values = {}
     for k, o in OPTIONS.items():
         if o.env_var in env:
-            env_values[k] = coerce(o, env[o.env_var], o.env_var)
+            env_values[k] = coerce(o, env[o.env_var], o.env_var, text=True)
     unknown_env = [v for v in env if v.startswith("HEXBUILD_") and v not in {o.env_var for o in OPTIONS.values()}
                    and v not in _NON_SETTING_ENV]
     if unknown_env:
@@ -263,7 +265,7 @@ def load(*, flags: Mapping[str, Any] | None = None, config_file: str | Path | No
         s.values[k] = v
         s.origins[k] = "env"
     for k, v in flags.items():
-        s.values[k] = coerce(OPTIONS[k], v, _flag_name(k))
+        s.values[k] = coerce(OPTIONS[k], v, _flag_name(k), text=True)
         s.origins[k] = "flag"
     return s
 

@@ -36,7 +36,11 @@ class UI:
         self.quiet = False
         self.ci = _ci_provider()
         self.warnings: list[str] = []
-        self._stderr = sys.stderr
+        self.result_emitted = False  # one JSON document per run: an error after a report adds none
+
+    @property
+    def _stderr(self):
+        return sys.stderr  # looked up each time: tests and redirections replace it
 
     # -- environment ---------------------------------------------------------------------
     @property
@@ -59,8 +63,8 @@ class UI:
         return _rich_console
 
     # -- human output (stderr) -------------------------------------------------------------
-    def _line(self, text: str) -> None:
-        if not self.interactive and self.ci is not None:
+    def _line(self, text: str, *, stamp: bool = True) -> None:
+        if stamp and self.ci is not None and not self.interactive:
             text = f"[{time.strftime('%H:%M:%S')}] {text}"
         print(text, file=self._stderr, flush=True)
 
@@ -90,9 +94,9 @@ class UI:
                 loc = f" file={file}" + (f",line={line}" if line else "")
             print(f"::error{loc}::{_gh_escape(text)}", file=self._stderr, flush=True)
         else:
-            self._line(f"hexbuild: error: {text}")
+            self._line(f"hexbuild: error: {text}", stamp=False)
         if hint:
-            self._line(f"hint: {hint}")
+            self._line(f"hint: {hint}", stamp=False)
 
     def command(self, argv: Sequence[str] | str, *, env: dict[str, str] | None = None) -> None:
         """With -v, print every external command exactly as it could be pasted into a shell."""
@@ -127,6 +131,7 @@ class UI:
     def result(self, data: Any, human: Any = None) -> None:
         """The command's answer: JSON on stdout with --json, else ``human`` (text or a rich
         renderable) on stdout."""
+        self.result_emitted = True
         if self.json:
             sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
             sys.stdout.flush()

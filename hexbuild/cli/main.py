@@ -142,9 +142,13 @@ def build_cli() -> Any:
 
 
 def _fail(err: errors.HexbuildError) -> int:
-    if ui.json:
-        sys.stdout.write(json.dumps({"error": err.to_json()}) + "\n")
-    ui.error(err.message, hint=err.hint)
+    try:
+        if ui.json and not ui.result_emitted:
+            sys.stdout.write(json.dumps({"error": err.to_json()}) + "\n")
+            sys.stdout.flush()
+        ui.error(err.message, hint=err.hint)
+    except BrokenPipeError:
+        pass
     return err.exit_code
 
 

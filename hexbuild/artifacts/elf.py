@@ -1,0 +1,161 @@
+"""What hexbuild needs to know about one ELF file: machine, Hexagon arch, kind, interpreter,
+DT_NEEDED, SONAME and whether a symbol is exported. pyelftools is imported lazily."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+ELF_MAGIC = b"\x7fELF"
+EM_QDSP6 = 164
+EM_AARCH64 = 183
+
+# pyelftools' machine names → the names hexbuild prints and writes into manifests.
+_MACHINE_NAMES = {"EM_AARCH64": "AArch64", "EM_QDSP6": "QDSP6", "EM_X86_64": "x86-64",
+                  "EM_386": "x86", "EM_ARM": "ARM", "EM_RISCV": "RISC-V"}
+
+# Hexagon e_flags bits[11:0] name the processor version. From V60 on the value is the version
+# written in hex (0x73 → v73); the older ones are an enumeration. Bit 15 marks the "tiny" cores.
+_HEXAGON_OLD = {0x1: "v2", 0x2: "v3", 0x3: "v4", 0x4: "v5", 0x5: "v55"}
+_HEXAGON_MACH_MASK = 0xFFF
+_HEXAGON_TINY = 0x8000
+_DF_1_PIE = 0x08000000
+
+
+class NotElf(Exception):
+    """The file is not ELF, or too damaged for pyelftools to read."""
+
+
+def is_elf(path: Path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == ELF_MAGIC
+    except OSError:
+        return False
+
+
+def hexagon_arch(e_flags: int) -> str | None:
+    """``0x73`` → ``"v73"``; None when the flags name no version."""
+    mach = e_flags & _HEXAGON_MACH_MASK
+    if mach in _HEXAGON_OLD:
+        name = _HEXAGON_OLD[mach]
+    else:
+        digits = f"{mach:x}"
+        if mach == 0 or not digits.isdigit():
+            return None
+        name = f"v{digits}"
+    return name + ("t" if e_flags & _HEXAGON_TINY else "")
+
+
+@dataclass(frozen=True)
+class ElfInfo:
+    machine: str               # "AArch64", "QDSP6", "x86-64", ...
+    bits: int                  # 32 or 64
+    e_type: str                # "ET_DYN", "ET_EXEC", ...
+    e_flags: int
+    interpreter: str | None    # PT_INTERP
+    needed: tuple[str, ...]    # DT_NEEDED, in order
+    soname: str | None
+    pie: bool                  # DT_FLAGS_1 has DF_1_PIE
+    symbols: dict[str, str]    # queried name → "exported" | "hidden" | "undefined" | "absent"
+
+    @property
+    def arch(self) -> str | None:
+        return hexagon_arch(self.e_flags) if self.machine == "QDSP6" else None
+
+    @property
+    def kind(self) -> str:
+        """EXEC for programs (including PIE), DYN for shared objects, else REL/CORE/..."""
+        if self.e_type == "ET_EXEC":
+            return "EXEC"
+        if self.e_type == "ET_DYN":
+            # A PIE is ET_DYN too; lld and the NDK mark it with DF_1_PIE. Older linkers do
+            # not, so a PT_INTERP without a SONAME also counts as a program.
+            if self.pie or (self.interpreter and not self.soname):
+                return "EXEC"
+            return "DYN"
+        return self.e_type.removeprefix("ET_")
+
+    @property
+    def static(self) -> bool:
+        return self.kind == "EXEC" and self.interpreter is None and not self.needed
+
+    def describe(self) -> str:
+        what = {"EXEC": "executable", "DYN": "shared object", "REL": "object file"}.get(self.kind, self.kind)
+        if self.kind == "EXEC" and self.e_type == "ET_DYN":
+            what = "PIE executable"
+        arch = f" {self.arch}" if self.arch else ""
+        return f"{self.machine}{arch} {what}"
+
+    def summary(self) -> dict[str, str | None]:
+        """The manifest's ``elf`` object."""
+        return {"machine": self.machine, "arch": self.arch, "type": self.kind}
+
+
+def read_elf(path: Path, symbols: tuple[str, ...] = ()) -> ElfInfo:
+    """Parse ``path``; ``symbols`` are looked up in .dynsym (exported) and .symtab (hidden)."""
+    from elftools.common.exceptions import ELFError
+    from elftools.elf.elffile import ELFFile
+
+    try:
+        with open(path, "rb") as f:
+            if f.read(4) != ELF_MAGIC:
+                raise NotElf("not an ELF file")
+            f.seek(0)
+            elf = ELFFile(f)
+            return _info(elf, symbols)
+    except ELFError as e:
+        raise NotElf(f"damaged ELF file: {e}") from None
+    except (ValueError, KeyError, IndexError) as e:  # pyelftools on truncated files
+        raise NotElf(f"damaged ELF file: {type(e).__name__}: {e}") from None
+
+
+def _info(elf, symbols: tuple[str, ...]) -> ElfInfo:
+    machine_raw = elf.header.e_machine
+    if isinstance(machine_raw, int):
+        machine = {EM_QDSP6: "QDSP6", EM_AARCH64: "AArch64"}.get(machine_raw, f"machine {machine_raw}")
+    else:
+        machine = _MACHINE_NAMES.get(machine_raw, machine_raw.removeprefix("EM_"))
+    interpreter = None
+    needed: list[str] = []
+    soname = None
+    pie = False
+    for seg in elf.iter_segments():
+        if seg["p_type"] == "PT_INTERP":
+            interpreter = seg.get_interp_name()
+        elif seg["p_type"] == "PT_DYNAMIC":
+            for tag in seg.iter_tags():
+                t = tag.entry.d_tag
+                if t == "DT_NEEDED":
+                    needed.append(tag.needed)
+                elif t == "DT_SONAME":
+                    soname = tag.soname
+                elif t == "DT_FLAGS_1":
+                    pie = bool(tag.entry.d_val & _DF_1_PIE)
+    return ElfInfo(machine=machine, bits=elf.elfclass, e_type=str(elf.header.e_type),
+                   e_flags=int(elf.header.e_flags), interpreter=interpreter, needed=tuple(needed),
+                   soname=soname, pie=pie, symbols={n: _symbol_state(elf, n) for n in symbols})
+
+
+def _symbol_table(elf, kind: str):
+    for sec in elf.iter_sections():
+        if sec["sh_type"] == kind:
+            return sec
+    return None
+
+
+def _symbol_state(elf, name: str) -> str:
+    dynsym = _symbol_table(elf, "SHT_DYNSYM")
+    undefined = False
+    for sym in (dynsym.get_symbol_by_name(name) or []) if dynsym is not None else []:
+        if sym["st_shndx"] == "SHN_UNDEF":
+            undefined = True
+            continue
+        if (sym["st_info"]["bind"] in ("STB_GLOBAL", "STB_WEAK")
+                and sym["st_other"]["visibility"] in ("STV_DEFAULT", "STV_PROTECTED")):
+            return "exported"
+    symtab = _symbol_table(elf, "SHT_SYMTAB")
+    for sym in (symtab.get_symbol_by_name(name) or []) if symtab is not None else []:
+        if sym["st_shndx"] != "SHN_UNDEF":
+            return "hidden"
+    return "undefined" if undefined else "absent"

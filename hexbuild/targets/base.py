@@ -1,0 +1,94 @@
+"""The one interface every deploy/run target implements (adb, adb over SSH, ssh, local).
+
+Paths on the target are POSIX strings. Implementations must: time out every remote call,
+quote every string that reaches a remote shell (``shlex.quote``), and never log secrets.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
+
+OutputSink = Callable[[str, bytes], None]  # (stream name "stdout"|"stderr", chunk)
+ByteProgress = Callable[[int], None]  # bytes transferred since the last call
+
+
+@dataclass
+class RemoteFile:
+    path: str  # relative to the root that was listed
+    size: int
+    mode: int  # permission bits, e.g. 0o755
+    sha256: str | None = None
+
+
+@dataclass
+class DeviceInfo:
+    target: str  # the spec the user gave
+    kind: str  # adb | adb+ssh | ssh | local
+    os: str  # android | linux
+    state: str  # device | unauthorized | offline | unknown (adb states); ready for ssh/local
+    serial: str | None = None
+    soc: str | None = None  # ro.soc.model
+    platform: str | None = None  # ro.board.platform
+    model: str | None = None  # ro.product.model
+    abi: str | None = None
+    htp_arch: str | None = None  # from hexbuild/data/socs.toml; None when the SoC is unknown
+    ram_bytes: int | None = None
+    free_bytes: int | None = None  # at the destination
+    extra: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+class Target(ABC):
+    spec: str
+    kind: str
+    os: str  # android | linux
+
+    @abstractmethod
+    def probe(self, dest: str) -> DeviceInfo:
+        """State, SoC facts, RAM and free space at ``dest`` (or its nearest existing parent)."""
+
+    @abstractmethod
+    def list_files(self, root: str, *, hashes: bool = True) -> dict[str, RemoteFile]:
+        """Every regular file under ``root`` keyed by its path relative to ``root``;
+        an empty dict when ``root`` does not exist."""
+
+    @abstractmethod
+    def push(self, local: Path, remote: str, *, mode: int | None = None,
+             progress: ByteProgress | None = None) -> None:
+        """Copy one local file to ``remote`` (parents created), then set ``mode``."""
+
+    @abstractmethod
+    def remove(self, paths: Sequence[str], *, recursive: bool = False) -> None:
+        ...
+
+    @abstractmethod
+    def rename(self, src: str, dst: str) -> None:
+        """Atomic rename on the target's filesystem (replaces a file ``dst``)."""
+
+    @abstractmethod
+    def read_file(self, remote: str) -> bytes | None:
+        """The file's bytes, or None when it does not exist."""
+
+    @abstractmethod
+    def write_file(self, remote: str, data: bytes, *, mode: int = 0o644) -> None:
+        ...
+
+    @abstractmethod
+    def run(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str | None = None,
+            timeout: float | None = None, on_output: OutputSink | None = None) -> int:
+        """Run ``argv`` exactly (each element reaches the program unchanged) with ``env`` added,
+        streaming output to ``on_output``; return the program's exit code."""
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> "Target":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

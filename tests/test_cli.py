@@ -1,0 +1,117 @@
+"""The CLI shell: version, help, global flags, and one clear line + exit code for bad input."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from hexbuild import __version__, errors
+
+
+def test_version(cli):
+    r = cli("--version")
+    assert r.rc == 0 and r.out.strip() == f"hexbuild {__version__}"
+
+
+def test_help_lists_commands(cli):
+    r = cli("--help")
+    assert r.rc == 0
+    for cmd in ("source", "config", "doctor"):
+        assert cmd in r.out
+
+
+def test_help_imports_nothing_heavy():
+    # --help must start fast: docker, paramiko, elftools, gguf and jinja2 load only when used.
+    code = ("import sys\nfrom hexbuild.cli.main import main\nmain(['--help'])\n"
+            "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'docker','paramiko','elftools','gguf','jinja2','numpy'})\n"
+            "print('HEAVY', heavy, file=sys.stderr)\n")
+    cp = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert "HEAVY []" in cp.stderr, cp.stderr[-500:]
+
+
+def test_global_flags_after_command(cli, tmp_path):
+    r = cli("config", "show", "--source", str(tmp_path), "--json")
+    assert r.rc == 0 and "settings" in r.json
+    r = cli("--json", "config", "show", "--source", str(tmp_path))
+    assert r.rc == 0 and "settings" in r.json
+
+
+def test_config_show_sources(cli, tmp_path):
+    (tmp_path / "hexbuild.toml").write_text('[build]\nos = "linux"\n')
+    r = cli("config", "show", "--source", str(tmp_path), "--json", env={"HEXBUILD_BUILD_JOBS": "7"})
+    s = r.json["settings"]
+    assert s["build.os"] == {"value": "linux", "source": "file", "env": "HEXBUILD_BUILD_OS"}
+    assert s["build.jobs"]["source"] == "env" and s["build.jobs"]["value"] == 7
+    assert r.json["config_file"].endswith("hexbuild.toml")
+
+
+def _bad_inputs(tmp_path):
+    notdir = tmp_path / "afile"
+    notdir.write_text("x")
+    bad_key = tmp_path / "badkey"
+    bad_key.mkdir()
+    (bad_key / "hexbuild.toml").write_text('[build]\nflavour = "x"\n')
+    bad_type = tmp_path / "badtype"
+    bad_type.mkdir()
+    (bad_type / "hexbuild.toml").write_text('[build]\njobs = "lots"\n')
+    return [
+        (["source", "info", "--source", str(tmp_path / "missing")], {}, "no such directory"),
+        (["source", "info", "--source", str(tmp_path)], {}, "not a llama.cpp checkout"),
+        (["source", "info", "--source", str(notdir)], {}, "not a directory"),
+        (["config", "show", "--source", str(bad_key)], {}, "unknown key 'build.flavour'"),
+        (["config", "show", "--source", str(bad_type)], {}, "build.jobs must be an integer"),
+        (["config", "show"], {"HEXBUILD_BUILD_OS": "ios"}, "build.os must be one of android, linux"),
+        (["config", "show", "--config", str(tmp_path / "nope.toml")], {}, "config file not found"),
+        (["doctor", "--for", "juggling"], {}, "not a kind of work"),
+        (["source", "info", "--bogus"], {}, "No such option: --bogus"),
+        (["frobnicate"], {}, "No such command"),
+        (["config", "show"], {"HEXBUILD_DEPLOY_NDEV": "99"}, "at most 16"),
+    ]
+
+
+def test_bad_inputs_one_line_and_usage_exit(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cases = _bad_inputs(tmp_path)
+    assert len(cases) >= 10
+    for argv, env, words in cases:
+        for k in list(os.environ):
+            if k.startswith("HEXBUILD_") and k != "HEXBUILD_TEST_CACHE":
+                monkeypatch.delenv(k)
+        r = cli(*argv, env=env)
+        assert r.rc == errors.USAGE, (argv, r.rc, r.err)
+        lines = [ln for ln in r.err.splitlines() if ln.strip()]
+        assert lines[0].startswith("hexbuild: error: ") and words in lines[0], (argv, r.err)
+        assert all(ln.startswith(("hexbuild: error:", "hint:")) for ln in lines), r.err
+        assert "Traceback" not in r.err and r.out == ""
+
+
+def test_bad_input_json_error_object(cli, tmp_path):
+    r = cli("source", "info", "--source", str(tmp_path / "missing"), "--json")
+    assert r.rc == errors.USAGE
+    assert r.json == {"error": {"type": "usage", "message": f"no such directory: {tmp_path / 'missing'}",
+                                "exit_code": 2}}
+
+
+def test_traceback_only_with_verbose(tmp_path):
+    env = dict(os.environ, HEXBUILD_BUILD_JOBS="x")
+    cp = subprocess.run([sys.executable, "-m", "hexbuild", "config", "show"], capture_output=True, text=True,
+                        env=env, cwd=tmp_path)
+    assert cp.returncode == 2 and "Traceback" not in cp.stderr
+    cp = subprocess.run([sys.executable, "-m", "hexbuild", "-v", "config", "show"], capture_output=True,
+                        text=True, env=env, cwd=tmp_path)
+    assert cp.returncode == 2 and "Traceback" in cp.stderr
+
+
+def test_exit_code_table_is_complete():
+    codes = {v for k, v in vars(errors).items() if k.isupper() and isinstance(v, int)}
+    assert codes == set(errors.EXIT_CODES)
+    classes = [c for c in vars(errors).values() if isinstance(c, type) and issubclass(c, errors.HexbuildError)]
+    assert {c.exit_code for c in classes} <= set(errors.EXIT_CODES)
+
+
+def test_completion_script():
+    cp = subprocess.run([sys.executable, "-m", "hexbuild", "--show-completion", "bash"], capture_output=True,
+                        text=True, env=dict(os.environ, SHELL="/bin/bash"))
+    assert cp.returncode == 0 and "complete" in cp.stdout
