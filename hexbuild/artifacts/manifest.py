@@ -1,0 +1,212 @@
+"""The package manifest: build metadata plus every file's size, sha256, mode and ELF identity.
+
+Written by the build as PKG/manifest.json, embedded in release tarballs, and compared against a
+device by deploy. No timestamps, sorted entries: the same package gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .. import __version__
+from ..errors import PackageFailed, UsageError
+from .elf import NotElf, is_elf, read_elf
+from .verify import HTP_NAME, htp_key
+
+SCHEMA = 1
+MANIFEST = "manifest.json"
+SUMS = "SHA256SUMS"
+GENERATED = (MANIFEST, SUMS)  # at the package root: regenerated, never copied
+CHUNK = 1 << 20
+# Keys the manifest always has, in this order; other metadata keys follow, sorted.
+META_KEYS = ("os", "llama_cpp", "image", "preset", "build_type", "htp_versions")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One thing in the package: a directory, a regular file or a (relative, internal) symlink."""
+    rel: str             # "lib/libggml.so", "/"-separated
+    path: Path
+    kind: str            # "dir" | "file" | "symlink"
+    mode: int            # normalized: 0o755 or 0o644 (the target's, for symlinks)
+    link: str | None = None
+    target: Path | None = None  # a symlink's resolved file
+
+
+def normal_mode(st_mode: int) -> int:
+    """Any execute bit → 0755, else 0644: what ends up on the device does not depend on umasks."""
+    return 0o755 if st_mode & 0o111 else 0o644
+
+
+def scan(pkg: Path) -> list[Entry]:
+    """Every entry under ``pkg`` except the generated files, sorted by path. PackageFailed for
+    what a tarball or a device cannot hold faithfully: special files, symlinks that dangle,
+    leave the package or point at directories."""
+    pkg = Path(pkg)
+    if not pkg.is_dir():
+        raise UsageError(f"package directory not found: {pkg}" if not pkg.exists() else f"not a directory: {pkg}",
+                         hint="pass the install prefix, e.g. pkg-snapdragon/llama.cpp")
+    root = pkg.resolve()
+    out: list[Entry] = []
+    for dirpath, dirnames, filenames in os.walk(pkg, onerror=_raise):
+        base = Path(dirpath)
+        for name in dirnames + filenames:
+            path = base / name
+            rel = path.relative_to(pkg).as_posix()
+            if rel in GENERATED:
+                continue
+            st = path.lstat()
+            if stat.S_ISLNK(st.st_mode):
+                link = os.readlink(path)
+                target = path.resolve()
+                if not target.exists():
+                    raise PackageFailed(f"{rel}: dangling symlink -> {link}")
+                if not target.is_relative_to(root):
+                    raise PackageFailed(f"{rel}: symlink points outside the package -> {link}",
+                                        hint="copy the file into the package instead")
+                if not target.is_file():
+                    raise PackageFailed(f"{rel}: symlink to a directory is not supported -> {link}")
+                out.append(Entry(rel, path, "symlink", normal_mode(target.stat().st_mode), link, target))
+            elif stat.S_ISDIR(st.st_mode):
+                out.append(Entry(rel, path, "dir", 0o755))
+            elif stat.S_ISREG(st.st_mode):
+                out.append(Entry(rel, path, "file", normal_mode(st.st_mode)))
+            else:
+                raise PackageFailed(f"{rel}: not a regular file, directory or symlink")
+    out.sort(key=lambda e: e.rel)
+    return out
+
+
+def _raise(err: OSError) -> None:
+    raise PackageFailed(f"cannot read {err.filename}: {err.strerror}")
+
+
+def sha256_file(path: Path) -> tuple[int, str]:
+    """(size, hex sha256), read in 1 MiB chunks into one buffer."""
+    h = hashlib.sha256()
+    buf = bytearray(CHUNK)
+    view = memoryview(buf)
+    size = 0
+    with open(path, "rb", buffering=0) as f:
+        while n := f.readinto(buf):
+            h.update(view[:n])
+            size += n
+    return size, h.hexdigest()
+
+
+def elf_summary(path: Path) -> dict[str, Any] | None:
+    if not is_elf(path):
+        return None
+    try:
+        return read_elf(path).summary()
+    except NotElf:
+        return None
+
+
+def _file_record(entry: Entry) -> dict[str, Any]:
+    real = entry.target if entry.kind == "symlink" else entry.path
+    try:
+        size, digest = sha256_file(real)
+    except OSError as e:
+        raise PackageFailed(f"cannot read {entry.rel}: {e.strerror or e}") from None
+    return {"path": entry.rel, "size": size, "sha256": digest, "mode": f"{entry.mode:04o}",
+            "symlink": entry.link, "elf": elf_summary(real)}
+
+
+def file_records(entries: list[Entry]) -> list[dict[str, Any]]:
+    """Records for the files and symlinks (hashing releases the GIL: a few threads overlap I/O
+    and sha256). A symlink's size, sha256 and elf are its target's, as on a device that copies."""
+    files = [e for e in entries if e.kind != "dir"]
+    workers = min(4, (os.cpu_count() or 1) + 1, max(1, len(files)))
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(_file_record, files))
+
+
+def load_meta(pkg: Path, *, strict: bool = True) -> dict[str, Any]:
+    """The build metadata in PKG/manifest.json (without its file list); {} when there is none.
+    A damaged file is PackageFailed, or ignored with ``strict=False``."""
+    path = Path(pkg) / MANIFEST
+    try:
+        data = json.loads(path.read_text("utf-8"))
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as e:
+        if not strict:
+            return {}
+        raise PackageFailed(f"{path}: not a valid manifest: {e}") from None
+    return {k: v for k, v in data.items() if k not in ("schema", "hexbuild_version", "files")}
+
+
+def package_os(pkg: Path, flag: str | None, default: str) -> str:
+    """The OS to check or label a package for: the flag, else what its manifest says, else
+    the configured default."""
+    if flag:
+        return flag
+    meta_os = load_meta(pkg, strict=False).get("os")
+    return meta_os if meta_os in ("android", "linux") else default
+
+
+def htp_versions_of(records: list[dict[str, Any]]) -> list[str]:
+    found = {m.group(1) for r in records if r["path"].startswith("lib/")
+             and (m := HTP_NAME.match(r["path"][4:]))}
+    return sorted(found, key=htp_key)
+
+
+def assemble(meta: dict[str, Any], records: list[dict[str, Any]]) -> dict[str, Any]:
+    manifest: dict[str, Any] = {"schema": SCHEMA, "hexbuild_version": __version__}
+    defaults: dict[str, Any] = {"os": None, "llama_cpp": {"revision": None}, "image": {"reference": None, "digest": None},
+                                "preset": None, "build_type": None, "htp_versions": htp_versions_of(records)}
+    for key in META_KEYS:
+        value = meta.get(key)
+        manifest[key] = value if value is not None else defaults[key]
+    for key in sorted(k for k in meta if k not in META_KEYS and k not in ("schema", "hexbuild_version", "files")):
+        manifest[key] = meta[key]
+    manifest["files"] = records
+    return manifest
+
+
+def build_manifest(pkg: Path, meta: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The manifest of ``pkg``. ``meta`` is the build metadata (os, llama_cpp, image, preset,
+    build_type, htp_versions, anything else); None reads it from PKG/manifest.json."""
+    pkg = Path(pkg)
+    entries = scan(pkg)
+    if meta is None:
+        meta = load_meta(pkg)
+    return assemble(meta, file_records(entries))
+
+
+def dumps(manifest: dict[str, Any]) -> bytes:
+    return (json.dumps(manifest, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def write_manifest(pkg: Path, meta: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Write PKG/manifest.json (atomically) and return it; its own entry is never listed."""
+    pkg = Path(pkg)
+    manifest = build_manifest(pkg, meta)
+    atomic_write(pkg / MANIFEST, dumps(manifest))
+    return manifest
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise

@@ -1,0 +1,320 @@
+"""A client for the adb *server*'s smart-socket protocol (the one `adb` itself speaks to port 5037).
+
+Why not spawn the `adb` binary per call: one TCP connection per operation costs about a
+millisecond where a process costs tens; pushes report progress per 64 KiB chunk; every call has
+a socket timeout; and the same code runs unchanged over any socket-like stream — a TCP socket
+to a local or remote server, or a paramiko ``direct-tcpip`` channel to the server on an SSH host
+(adb+ssh). The server still owns USB, auth and the device list, so hexbuild never fights it for
+the device (adb_shell's USBErrorBusy class of bugs).
+
+Protocol (AOSP packages/modules/adb/{OVERVIEW,SERVICES,SYNC}.TXT): a request is 4 hex digits of
+length plus the service name; the answer is ``OKAY`` or ``FAIL`` + 4-hex length + message.
+``host:transport:SERIAL`` binds the socket to one device; the next request (``sync:``,
+``shell,v2,raw:CMD``) is then forwarded to that device's adbd.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Protocol
+
+SYNC_DATA_MAX = 64 * 1024
+# shell protocol v2 packet ids (adb/shell_protocol.h)
+ID_STDIN, ID_STDOUT, ID_STDERR, ID_EXIT, ID_CLOSE_STDIN = 0, 1, 2, 3, 4
+
+
+class AdbError(Exception):
+    """The server or the device said no (``FAIL``), or the stream broke."""
+
+
+class AdbConnectError(AdbError):
+    """No adb server answers at the address."""
+
+
+class AdbTimeout(AdbError):
+    pass
+
+
+class Stream(Protocol):
+    def sendall(self, data: bytes) -> Any: ...
+    def recv(self, n: int) -> bytes: ...
+    def settimeout(self, t: float | None) -> Any: ...
+    def close(self) -> Any: ...
+
+
+Connector = Callable[[float], Stream]  # timeout -> a fresh connection to the adb server
+
+
+def tcp_connector(host: str, port: int) -> Connector:
+    def connect(timeout: float) -> Stream:
+        try:
+            s = socket.create_connection((host, port), timeout=timeout)
+        except OSError as e:
+            raise AdbConnectError(f"no adb server at {host}:{port} ({e.strerror or e})") from None
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return s
+    return connect
+
+
+@dataclass
+class DeviceEntry:
+    serial: str
+    state: str  # device | unauthorized | offline | recovery | ...
+    attrs: dict[str, str]
+
+
+def parse_devices_l(text: str) -> list[DeviceEntry]:
+    """``adb devices -l`` / ``host:devices-l`` text → entries (header and blank lines skipped)."""
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("List of devices") or line.startswith("*"):
+            continue
+        parts = line.split()
+        if len(parts) < 2:
+            continue
+        serial, rest = parts[0], parts[1:]
+        # "no permissions (...)" is a two-word state with an explanation in parentheses
+        if rest[0] == "no" and len(rest) > 1 and rest[1] == "permissions":
+            state = "no permissions"
+            rest = [w for w in rest[2:] if ":" in w and not w.startswith("(")]
+        else:
+            state, rest = rest[0], rest[1:]
+        attrs = dict(w.split(":", 1) for w in rest if ":" in w)
+        out.append(DeviceEntry(serial, state, attrs))
+    return out
+
+
+class Conn:
+    """One smart-socket connection with a deadline for everything done on it."""
+
+    def __init__(self, stream: Stream, timeout: float):
+        self.s = stream
+        self.timeout = timeout
+        self.deadline = time.monotonic() + timeout
+
+    def _arm(self) -> None:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise AdbTimeout(f"no answer within {self.timeout:g}s")
+        self.s.settimeout(left)
+
+    def extend(self, timeout: float) -> None:
+        self.timeout = timeout
+        self.deadline = time.monotonic() + timeout
+
+    def send(self, data: bytes) -> None:
+        self._arm()
+        try:
+            self.s.sendall(data)
+        except (socket.timeout, TimeoutError):
+            raise AdbTimeout(f"no progress within {self.timeout:g}s") from None
+        except OSError as e:
+            raise AdbError(f"connection to the adb server broke ({e})") from None
+
+    def recv_exact(self, n: int) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            self._arm()
+            try:
+                chunk = self.s.recv(n - len(buf))
+            except (socket.timeout, TimeoutError):
+                raise AdbTimeout(f"no answer within {self.timeout:g}s") from None
+            except OSError as e:
+                raise AdbError(f"connection to the adb server broke ({e})") from None
+            if not chunk:
+                raise AdbError("the adb server closed the connection (device gone?)")
+            buf += chunk
+        return bytes(buf)
+
+    def recv_some(self, n: int) -> bytes:
+        self._arm()
+        try:
+            return self.s.recv(n)
+        except (socket.timeout, TimeoutError):
+            raise AdbTimeout(f"no answer within {self.timeout:g}s") from None
+        except OSError as e:
+            raise AdbError(f"connection to the adb server broke ({e})") from None
+
+    def request(self, service: str) -> None:
+        payload = service.encode("utf-8")
+        self.send(b"%04x" % len(payload) + payload)
+        status = self.recv_exact(4)
+        if status == b"OKAY":
+            return
+        if status == b"FAIL":
+            raise AdbError(self.read_string().strip() or "FAIL")
+        raise AdbError(f"unexpected answer from the adb server: {status!r}")
+
+    def read_string(self) -> str:
+        n = int(self.recv_exact(4), 16)
+        return self.recv_exact(n).decode("utf-8", "replace")
+
+    def close(self) -> None:
+        try:
+            self.s.close()
+        except OSError:
+            pass
+
+    def __enter__(self) -> "Conn":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class AdbClient:
+    """The adb server reached through ``connector``; ``serial`` selects the device."""
+
+    def __init__(self, connector: Connector, *, timeout: float = 15.0):
+        self.connector = connector
+        self.timeout = timeout
+
+    def connect(self, timeout: float | None = None) -> Conn:
+        t = self.timeout if timeout is None else timeout
+        return Conn(self.connector(t), t)
+
+    # -- host services ------------------------------------------------------------------------
+    def host_query(self, service: str) -> str:
+        with self.connect() as c:
+            c.request(service)
+            return c.read_string()
+
+    def version(self) -> int:
+        return int(self.host_query("host:version"), 16)
+
+    def devices(self) -> list[DeviceEntry]:
+        return parse_devices_l(self.host_query("host:devices-l"))
+
+    def features(self, serial: str) -> set[str]:
+        return set(self.host_query(f"host-serial:{serial}:features").strip().split(","))
+
+    def transport(self, serial: str, timeout: float | None = None) -> Conn:
+        c = self.connect(timeout)
+        try:
+            c.request(f"host:transport:{serial}")
+        except BaseException:
+            c.close()
+            raise
+        return c
+
+    # -- shell ----------------------------------------------------------------------------------
+    def shell_v2(self, serial: str, command: str, *, timeout: float,
+                 on_output: Callable[[str, bytes], None] | None = None, stdin: bytes | None = None) -> int:
+        """Run ``command`` with ``sh -c`` on the device; stream output; the remote exit code."""
+        with self.transport(serial, timeout) as c:
+            c.request(f"shell,v2,raw:{command}")
+            if stdin:
+                for i in range(0, len(stdin), SYNC_DATA_MAX):
+                    part = stdin[i:i + SYNC_DATA_MAX]
+                    c.send(struct.pack("<BI", ID_STDIN, len(part)) + part)
+            c.send(struct.pack("<BI", ID_CLOSE_STDIN, 0))
+            while True:
+                head = c.recv_exact(5)
+                pid, n = struct.unpack("<BI", head)
+                data = c.recv_exact(n) if n else b""
+                if pid == ID_EXIT:
+                    return data[0] if data else 255
+                if on_output and pid in (ID_STDOUT, ID_STDERR):
+                    on_output("stdout" if pid == ID_STDOUT else "stderr", data)
+
+    def shell_v1(self, serial: str, command: str, *, timeout: float,
+                 on_output: Callable[[str, bytes], None] | None = None) -> int:
+        """For adbd without shell_v2 (Android < 7): the exit code rides on a sentinel line."""
+        marker = b"\x1ehexbuild-rc:"
+        with self.transport(serial, timeout) as c:
+            c.request(f"shell:{command}; printf '\\036hexbuild-rc:%d\\n' $?")
+            data = bytearray()
+            while True:
+                chunk = c.recv_some(65536)
+                if not chunk:
+                    break
+                data += chunk
+        head, sep, tail = bytes(data).rpartition(marker)
+        if not sep:
+            raise AdbError("the device shell ended without reporting an exit code")
+        if on_output and head:
+            on_output("stdout", head)
+        return int(tail.strip() or b"255")
+
+    # -- sync (files) -----------------------------------------------------------------------------
+    def push(self, serial: str, local: Path, remote: str, *, mode: int, timeout: float,
+             progress: Callable[[int], None] | None = None) -> None:
+        """SEND one file. adbd creates missing parent directories and applies ``mode``.
+        ``timeout`` bounds the time without progress (each chunk re-arms it)."""
+        with self.transport(serial, timeout) as c, open(local, "rb") as f:
+            c.request("sync:")
+            spec = f"{remote},{0o100000 | (mode & 0o7777)}".encode("utf-8")
+            c.send(b"SEND" + struct.pack("<I", len(spec)) + spec)
+            while True:
+                chunk = f.read(SYNC_DATA_MAX)
+                if not chunk:
+                    break
+                c.send(b"DATA" + struct.pack("<I", len(chunk)) + chunk)
+                c.extend(timeout)
+                if progress:
+                    progress(len(chunk))
+            c.send(b"DONE" + struct.pack("<I", int(time.time())))
+            _sync_status(c)
+            c.send(b"QUIT" + struct.pack("<I", 0))
+
+    def push_bytes(self, serial: str, data: bytes, remote: str, *, mode: int, timeout: float) -> None:
+        with self.transport(serial, timeout) as c:
+            c.request("sync:")
+            spec = f"{remote},{0o100000 | (mode & 0o7777)}".encode("utf-8")
+            c.send(b"SEND" + struct.pack("<I", len(spec)) + spec)
+            for i in range(0, len(data), SYNC_DATA_MAX):
+                part = data[i:i + SYNC_DATA_MAX]
+                c.send(b"DATA" + struct.pack("<I", len(part)) + part)
+            c.send(b"DONE" + struct.pack("<I", int(time.time())))
+            _sync_status(c)
+            c.send(b"QUIT" + struct.pack("<I", 0))
+
+    def stat(self, serial: str, remote: str, *, timeout: float) -> tuple[int, int, int]:
+        """(mode, size, mtime); mode 0 when the path does not exist."""
+        with self.transport(serial, timeout) as c:
+            c.request("sync:")
+            p = remote.encode("utf-8")
+            c.send(b"STAT" + struct.pack("<I", len(p)) + p)
+            ident, mode, size, mtime = struct.unpack("<4sIII", c.recv_exact(16))
+            if ident != b"STAT":
+                raise AdbError(f"unexpected sync answer {ident!r}")
+            c.send(b"QUIT" + struct.pack("<I", 0))
+            return mode, size, mtime
+
+    def pull_bytes(self, serial: str, remote: str, *, timeout: float) -> bytes | None:
+        """The file's bytes, or None when it does not exist."""
+        mode, _, _ = self.stat(serial, remote, timeout=timeout)
+        if mode == 0:
+            return None
+        with self.transport(serial, timeout) as c:
+            c.request("sync:")
+            p = remote.encode("utf-8")
+            c.send(b"RECV" + struct.pack("<I", len(p)) + p)
+            out = bytearray()
+            while True:
+                ident, n = struct.unpack("<4sI", c.recv_exact(8))
+                if ident == b"DATA":
+                    out += c.recv_exact(n)
+                elif ident == b"DONE":
+                    break
+                elif ident == b"FAIL":
+                    msg = c.recv_exact(n).decode("utf-8", "replace")
+                    raise AdbError(msg)
+                else:
+                    raise AdbError(f"unexpected sync answer {ident!r}")
+            c.send(b"QUIT" + struct.pack("<I", 0))
+            return bytes(out)
+
+
+def _sync_status(c: Conn) -> None:
+    ident, n = struct.unpack("<4sI", c.recv_exact(8))
+    if ident == b"OKAY":
+        return
+    if ident == b"FAIL":
+        raise AdbError(c.recv_exact(n).decode("utf-8", "replace"))
+    raise AdbError(f"unexpected sync answer {ident!r}")

@@ -1,0 +1,25 @@
+"""The wheel carries what an installed hexbuild needs: every template and data file."""
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_wheel_ships_templates_and_data(tmp_path):
+    cp = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
+                         "-w", str(tmp_path), str(ROOT)], capture_output=True, text=True)
+    assert cp.returncode == 0, cp.stderr[-2000:]
+    wheel = next(tmp_path.glob("hexbuild-*.whl"))
+    names = set(zipfile.ZipFile(wheel).namelist())
+    templates = [p.relative_to(ROOT / "templates") for p in (ROOT / "templates").rglob("*")
+                 if p.is_file() and "__pycache__" not in p.parts]
+    data = [p.relative_to(ROOT / "hexbuild" / "data") for p in (ROOT / "hexbuild" / "data").rglob("*")
+            if p.is_file() and "__pycache__" not in p.parts]
+    for rel in templates:
+        assert f"hexbuild/templates/{rel.as_posix()}" in names
+    for rel in data:
+        assert f"hexbuild/data/{rel.as_posix()}" in names
+    assert "hexbuild/cli/main.py" in names
