@@ -20,11 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable, Mapping, Sequence
 
-from .errors import EnvironmentMissing, Interrupted, UsageError
+from .errors import EnvironmentMissing, Interrupted, ParseFailed, RemoteFailed, UsageError
 from .ui import ui
 
 KINDS = ("completion", "cli", "bench", "server", "tool")
 MAX_SESSIONS = 16  # GGML_HEXAGON_MAX_SESSIONS
+RUN_TIMEOUT = 24 * 3600.0  # a run's default limit: a long generation or a server must not be cut
 MANIFEST = ".hexbuild/manifest.json"
 PROMPTS_DIR = ".hexbuild/prompts"
 DEFAULT_DEST = {"android": "/data/local/tmp/llama.cpp", "linux": "~/llama.cpp"}
@@ -146,8 +147,8 @@ class Revision:
 
     @classmethod
     def from_facts(cls, facts: Mapping[str, Any] | None) -> "Revision":
-        if not facts:
-            return cls()
+        if not facts or "device_selection" not in facts:
+            return cls()  # a manifest from a build that recorded no source facts
         sel = facts.get("device_selection") or {}
         scripts = [str(s) for s in facts.get("scripts") or []]
         if any(s.endswith("run.py") for s in scripts):
@@ -316,9 +317,15 @@ def _jinja_env():
     env = jinja2.Environment(loader=jinja2.FunctionLoader(load), undefined=jinja2.StrictUndefined,
                              keep_trailing_newline=True, autoescape=False, trim_blocks=True,
                              lstrip_blocks=True)
-    env.filters["json"] = lambda v: json.dumps(v, ensure_ascii=False)
-    env.filters["shquote"] = lambda v: shlex.quote(str(v))
-    env.filters["shpath"] = shell_path
+    def defined(v: Any) -> Any:
+        if isinstance(v, jinja2.Undefined):
+            str(v)  # StrictUndefined raises UndefinedError naming the variable
+        return v
+
+    # ASCII-only JSON: no value can carry a line break (\x85, \u2028...) into the line format.
+    env.filters["json"] = lambda v: json.dumps(defined(v), ensure_ascii=True)
+    env.filters["shquote"] = lambda v: shlex.quote(str(defined(v)))
+    env.filters["shpath"] = lambda v: shell_path(str(defined(v)))
     return env
 
 
@@ -338,7 +345,7 @@ def render_template(name: str, **context: Any) -> str:
 def _parse_command_spec(text: str, name: str) -> tuple[str, dict[str, str], list[tuple[str, list[str]]]]:
     """The command templates render lines: ``tool JSON``, ``env NAME JSON``, ``default GROUP JSON``."""
     tool, env, defaults = None, {}, []
-    for lineno, line in enumerate(text.splitlines(), 1):
+    for lineno, line in enumerate(text.split("\n"), 1):
         line = line.strip()
         if not line or line.startswith("#"):
             continue
@@ -367,10 +374,9 @@ def _parse_command_spec(text: str, name: str) -> tuple[str, dict[str, str], list
 def resolve_tool(kind: str, rev: Revision, *, extra: Sequence[str], installed: set[str] | None) -> tuple[str, list[str]]:
     """The binary for a kind, as the deployed revision calls it, and the user's remaining args."""
     def available(name: str) -> bool | None:
-        known = rev.has_tool(name)
-        if known is not None:
-            return known
-        return None if installed is None else name in installed
+        if installed is not None:  # what is on the device beats what the source tree builds
+            return name in installed
+        return rev.has_tool(name)
 
     extra = list(extra)
     if kind == "tool":
@@ -378,14 +384,15 @@ def resolve_tool(kind: str, rev: Revision, *, extra: Sequence[str], installed: s
             raise UsageError("hexbuild run tool needs the tool after --, e.g. -- test-backend-ops -o MUL_MAT")
         return extra[0], extra[1:]
     if kind == "completion":
-        if available("llama-completion") is False:
-            if available("llama-cli") is False:
-                raise UsageError("the deployed revision has neither llama-completion nor llama-cli")
+        if available("llama-completion") is False and available("llama-cli") is not False:
             return "llama-cli", extra  # older trees complete with llama-cli -no-cnv
-        return "llama-completion", extra
-    name = {"cli": "llama-cli", "bench": "llama-bench", "server": "llama-server"}[kind]
-    if available(name) is False:
-        raise UsageError(f"the deployed revision has no {name}")
+        name = "llama-completion"
+    else:
+        name = {"cli": "llama-cli", "bench": "llama-bench", "server": "llama-server"}[kind]
+    # Missing from the device: the caller says so (EnvironmentMissing); missing from the
+    # revision itself: no deploy can fix that.
+    if installed is None and rev.has_tool(name) is False:
+        raise UsageError(f"the deployed revision builds no {name}")
     return name, extra
 
 
@@ -505,15 +512,29 @@ def read_manifest(target, dest: str) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
+def installed_tools(manifest: Mapping[str, Any] | None) -> set[str] | None:
+    """The bin/ entries a deployed manifest lists (None when it lists no files)."""
+    files = (manifest or {}).get("files")
+    if not isinstance(files, list):
+        return None
+    return {f["path"][4:] for f in files if isinstance(f, dict) and str(f.get("path", "")).startswith("bin/")}
+
+
 def remote_home(target) -> str:
-    chunks: list[bytes] = []
-    rc = target.run(["sh", "-c", 'printf "%s" "$HOME"'], timeout=30,
-                    on_output=lambda stream, data: chunks.append(data) if stream == "stdout" else None)
-    home = b"".join(chunks).decode("utf-8", "replace").strip()
-    if rc != 0 or not home.startswith("/"):
+    got = target.capture(["sh", "-c", 'printf "%s" "$HOME"'], timeout=30)
+    home = got.out.strip()
+    if got.rc != 0 or not home.startswith("/"):
         raise EnvironmentMissing(f"{target.spec}: cannot find the home directory for '~'",
                                  hint="give an absolute --dest / models directory")
     return home
+
+
+def default_dest(target) -> str:
+    """Where the install is when --dest and deploy.dest say nothing: a local: target's own
+    directory, else the convention of the target's OS."""
+    if getattr(target, "kind", None) == "local" and getattr(target, "root", None):
+        return target.root
+    return DEFAULT_DEST.get(getattr(target, "os", None) or "android", DEFAULT_DEST["android"])
 
 
 def expand_home(path: str, home: Callable[[], str]) -> str:
@@ -544,23 +565,23 @@ def atomic_write(path: Path, data: bytes | str) -> None:
         raise
 
 
-def parse_log(text: str) -> Any:
-    """results.parse of the log when that parser exists and recognizes something, else None."""
+def parse_log(text: str, source: str = "-") -> Any:
+    """The results parser's reading of a log (hexbuild/results.py) when it recognizes
+    something, else None."""
     try:
         from . import results
     except ImportError:
         return None
-    parse = getattr(results, "parse", None)
+    parse = getattr(results, "parse_text", None)
     if parse is None:
         return None
     try:
-        parsed = parse(text)
+        return parse(text.splitlines(keepends=True), source) or None
+    except ParseFailed:
+        return None
     except Exception as e:  # a log the parser cannot read is no reason to fail the run
         ui.detail(f"results parser: {type(e).__name__}: {e}")
         return None
-    if hasattr(parsed, "to_json"):
-        parsed = parsed.to_json()
-    return parsed or None
 
 
 @dataclass
@@ -609,7 +630,8 @@ def execute(target, inv: Invocation, *, results_dir: Path, passthrough: bool = T
     start = time.monotonic()
     interrupted = False
     try:
-        code = target.run(inv.argv, env=inv.env, cwd=inv.cwd, timeout=timeout, on_output=on_output)
+        code = target.run(inv.argv, env=inv.env, cwd=inv.cwd, timeout=timeout or RUN_TIMEOUT,
+                          on_output=on_output)
     except KeyboardInterrupt:
         interrupted, code = True, 130
     except BaseException:
@@ -621,7 +643,7 @@ def execute(target, inv: Invocation, *, results_dir: Path, passthrough: bool = T
     os.replace(part, log_path)
     text = log_path.read_text(encoding="utf-8", errors="replace")
     record = RunRecord(target.spec, inv, code, duration, str(log_path), b"".join(stdout_chunks),
-                       results=parse_log(text))
+                       results=parse_log(text, str(log_path)))
     if save_json:
         json_path = results_dir / f"{stem}.json"
         atomic_write(json_path, json.dumps(record.to_json(), indent=2) + "\n")
@@ -644,10 +666,12 @@ class RunRequest:
     prompt_file: str | None = None
     knobs: list[tuple[str, str]] = field(default_factory=list)
     extra: list[str] = field(default_factory=list)
-    threads: int = 6
-    ubatch: int = 1024
+    threads: int | str = 6  # a str may be llama-bench's list syntax ("4,6")
+    ubatch: int | str = 1024
+    batch: str | None = None
+    bench_output: str | None = None  # llama-bench -o, forced by hexbuild bench
     results_dir: str = "hexbuild-results"
-    timeout: float | None = None
+    timeout: float | None = None  # None: RUN_TIMEOUT (targets' own default is meant for short calls)
 
 
 @dataclass
@@ -674,14 +698,22 @@ def prepare(req: RunRequest, settings, *, offline_ok: bool = False) -> Prepared:
     With ``offline_ok`` (for --print) an unreachable target falls back to forms every revision
     understands."""
     target = open_target(req.target, settings)
+    try:
+        return _prepare(target, req, offline_ok=offline_ok)
+    except BaseException:
+        target.close()
+        raise
+
+
+def _prepare(target, req: RunRequest, *, offline_ok: bool) -> Prepared:
     os_name = getattr(target, "os", "android") or "android"
-    dest = req.dest or DEFAULT_DEST.get(os_name, DEFAULT_DEST["android"])
+    dest = req.dest or default_dest(target)
     models_dir = req.models_dir or DEFAULT_MODELS.get(os_name, DEFAULT_MODELS["android"])
     home_cache: list[str] = []
 
     def home() -> str:
         if not home_cache:
-            home_cache.append(remote_home(target))
+            home_cache.append(target.home() if hasattr(target, "home") else remote_home(target))
         return home_cache[0]
 
     manifest, installed, reachable = None, None, True
@@ -689,16 +721,20 @@ def prepare(req: RunRequest, settings, *, offline_ok: bool = False) -> Prepared:
         dest = expand_home(dest, home)
         models_dir = expand_home(models_dir, home)
         manifest = read_manifest(target, dest)
-        if not (manifest and (manifest.get("llama_cpp") or {}).get("tools")):
+        installed = installed_tools(manifest)
+        if installed is None:
             installed = set(target.list_files(f"{dest}/bin", hashes=False))
-            if not installed:
-                raise EnvironmentMissing(f"nothing is installed at {target.spec}:{dest}",
-                                         hint="run hexbuild deploy first, or give --dest")
-    except EnvironmentMissing:
+    except (EnvironmentMissing, RemoteFailed):
         if not offline_ok:
             raise
         reachable = False
         ui.warn(f"{req.target} is not reachable: showing the command in forms every revision understands")
+    if reachable and not installed:
+        if not offline_ok:
+            raise EnvironmentMissing(f"nothing is installed at {target.spec}:{dest}",
+                                     hint="run hexbuild deploy first, or give --dest")
+        ui.warn(f"nothing is installed at {target.spec}:{dest}")
+        installed = None
     rev = Revision.from_facts((manifest or {}).get("llama_cpp"))
     if not rev.known and reachable:
         ui.detail(f"{dest}/{MANIFEST} not found: using forms every revision understands")
@@ -709,7 +745,7 @@ def prepare(req: RunRequest, settings, *, offline_ok: bool = False) -> Prepared:
         if not arch:
             try:
                 arch = target.probe(dest).htp_arch
-            except EnvironmentMissing:
+            except (EnvironmentMissing, RemoteFailed):
                 if not offline_ok:
                     raise
         check_sessions(sess.count, os_name=os_name, htp_arch=arch)
@@ -735,7 +771,7 @@ def prepare(req: RunRequest, settings, *, offline_ok: bool = False) -> Prepared:
 
     inv = render(req.kind, rev=rev, dest=dest, models_dir=models_dir, sessions_=sess, knobs=knobs,
                  model=req.model, prompt_path=prompt_path, extra=req.extra, threads=str(req.threads),
-                 ubatch=str(req.ubatch), installed=installed)
+                 ubatch=str(req.ubatch), batch=req.batch, bench_output=req.bench_output, installed=installed)
     if installed is not None and "/" not in inv.tool and inv.argv[0].startswith("./bin/") \
             and inv.argv[0][len("./bin/"):] not in installed:
         raise EnvironmentMissing(f"{inv.argv[0][2:]} is not installed at {target.spec}:{dest}",

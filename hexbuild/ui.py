@@ -37,6 +37,7 @@ class UI:
         self.ci = _ci_provider()
         self.warnings: list[str] = []
         self.result_emitted = False  # one JSON document per run: an error after a report adds none
+        self._github_groups = 0  # open ::group:: sections (GitHub cannot nest them)
 
     @property
     def _stderr(self):
@@ -77,22 +78,18 @@ class UI:
         if self.verbose and not self.quiet:
             self._line(text)
 
-    def warn(self, text: str, *, file: str | None = None, line: int | None = None) -> None:
+    def warn(self, text: str, *, file: str | None = None, line: int | None = None,
+             col: int | None = None) -> None:
         self.warnings.append(text)
         if self.ci == "github":
-            loc = ""
-            if file:
-                loc = f" file={file}" + (f",line={line}" if line else "")
-            print(f"::warning{loc}::{_gh_escape(text)}", file=self._stderr, flush=True)
+            print(f"::warning{_gh_location(file, line, col)}::{_gh_escape(text)}", file=self._stderr, flush=True)
         else:
             self._line(f"warning: {text}")
 
-    def error(self, text: str, *, hint: str | None = None, file: str | None = None, line: int | None = None) -> None:
+    def error(self, text: str, *, hint: str | None = None, file: str | None = None, line: int | None = None,
+              col: int | None = None) -> None:
         if self.ci == "github":
-            loc = ""
-            if file:
-                loc = f" file={file}" + (f",line={line}" if line else "")
-            print(f"::error{loc}::{_gh_escape(text)}", file=self._stderr, flush=True)
+            print(f"::error{_gh_location(file, line, col)}::{_gh_escape(text)}", file=self._stderr, flush=True)
         else:
             self._line(f"hexbuild: error: {text}", stamp=False)
         if hint:
@@ -109,9 +106,12 @@ class UI:
 
     @contextmanager
     def group(self, title: str) -> Iterator[None]:
-        """A foldable section in CI logs (GitHub ::group::, GitLab section markers)."""
+        """A foldable section in CI logs (GitHub ::group::, GitLab section markers). GitHub
+        cannot nest groups: a group inside a group is a plain "== title" line there."""
         start = time.monotonic()
-        if self.ci == "github":
+        github = self.ci == "github" and self._github_groups == 0
+        if github:
+            self._github_groups += 1
             print(f"::group::{title}", file=self._stderr, flush=True)
         elif self.ci == "gitlab":
             name = "".join(c if c.isalnum() else "_" for c in title.lower())[:40]
@@ -121,7 +121,8 @@ class UI:
         try:
             yield
         finally:
-            if self.ci == "github":
+            if github:
+                self._github_groups -= 1
                 print("::endgroup::", file=self._stderr, flush=True)
             elif self.ci == "gitlab":
                 print(f"\x1b[0Ksection_end:{int(time.time())}:{name}\r\x1b[0K", file=self._stderr, flush=True)
@@ -203,6 +204,18 @@ class PlainProgress:
 
 def _gh_escape(text: str) -> str:
     return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _gh_location(file: str | None, line: int | None, col: int | None) -> str:
+    """` file=…,line=…,col=…` for an annotation; property values escape ':' and ',' too."""
+    if not file:
+        return ""
+    def prop(v: object) -> str:
+        return _gh_escape(str(v)).replace(":", "%3A").replace(",", "%2C")
+    loc = f" file={prop(file)}"
+    if line:
+        loc += f",line={line}" + (f",col={col}" if col else "")
+    return loc
 
 
 ui = UI()

@@ -10,10 +10,10 @@ The build, deploy and release stages use this API:
 """
 
 from .elf import ElfInfo, NotElf, hexagon_arch, read_elf
-from .manifest import build_manifest, load_meta, package_os, write_manifest
+from .manifest import build_manifest, load_meta, package_os, require_package_dir, write_manifest
 from .tarball import PackageResult, default_name, write_package
 from .verify import Check, VerifyReport, parse_htp_versions, system_libs, verify_package
 
 __all__ = ["Check", "ElfInfo", "NotElf", "PackageResult", "VerifyReport", "build_manifest", "default_name",
-           "hexagon_arch", "load_meta", "package_os", "parse_htp_versions", "read_elf", "system_libs",
+           "hexagon_arch", "load_meta", "package_os", "parse_htp_versions", "require_package_dir", "read_elf", "system_libs",
            "verify_package", "write_manifest", "write_package"]

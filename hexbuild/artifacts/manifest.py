@@ -41,6 +41,15 @@ class Entry:
     target: Path | None = None  # a symlink's resolved file
 
 
+def require_package_dir(pkg: Path) -> Path:
+    """``pkg`` as a Path; UsageError when it is not an existing directory."""
+    pkg = Path(pkg)
+    if not pkg.is_dir():
+        raise UsageError(f"package directory not found: {pkg}" if not pkg.exists() else f"not a directory: {pkg}",
+                         hint="pass the install prefix, e.g. pkg-snapdragon/llama.cpp")
+    return pkg
+
+
 def normal_mode(st_mode: int) -> int:
     """Any execute bit → 0755, else 0644: what ends up on the device does not depend on umasks."""
     return 0o755 if st_mode & 0o111 else 0o644
@@ -50,10 +59,7 @@ def scan(pkg: Path) -> list[Entry]:
     """Every entry under ``pkg`` except the generated files, sorted by path. PackageFailed for
     what a tarball or a device cannot hold faithfully: special files, symlinks that dangle,
     leave the package or point at directories."""
-    pkg = Path(pkg)
-    if not pkg.is_dir():
-        raise UsageError(f"package directory not found: {pkg}" if not pkg.exists() else f"not a directory: {pkg}",
-                         hint="pass the install prefix, e.g. pkg-snapdragon/llama.cpp")
+    pkg = require_package_dir(pkg)
     root = pkg.resolve()
     out: list[Entry] = []
     for dirpath, dirnames, filenames in os.walk(pkg, onerror=_raise):

@@ -1,13 +1,13 @@
 """Release tarballs: the package under ``llama.cpp/`` plus manifest.json and SHA256SUMS.
 
 Reproducible: sorted members, one fixed mtime (SOURCE_DATE_EPOCH or 0), uid/gid 0 with no
-names, modes normalized to 0755/0644, symlinks kept, gzip header without time or file name.
+names, modes normalized to 0755/0644, symlinks kept, gzip header without time or file name,
+compressed on every core in fixed blocks (pgzip.py) so the bytes do not depend on the machine.
 Written to a temporary file beside the output and renamed: never a partial tarball.
 """
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import io
 import os
@@ -20,6 +20,7 @@ from typing import Any, BinaryIO
 
 from ..errors import PackageFailed, UsageError
 from .manifest import (CHUNK, MANIFEST, SUMS, Entry, assemble, dumps, file_records, load_meta, scan)
+from .pgzip import ParallelGzipWriter
 
 TOP = "llama.cpp"
 GZIP_LEVEL = 6  # level 9 costs about twice the time for well under 1 % on binaries
@@ -118,7 +119,7 @@ def _write_tar(sink: "_HashingWriter", entries: list[Entry], records: list[dict[
     members: list[tuple[str, Entry | bytes]] = [(e.rel, e) for e in entries]
     members += list(generated.items())
     members.sort(key=lambda m: m[0])
-    gz = gzip.GzipFile(filename="", mode="wb", fileobj=sink, mtime=0, compresslevel=GZIP_LEVEL)  # type: ignore[arg-type]
+    gz = ParallelGzipWriter(sink, level=GZIP_LEVEL)  # type: ignore[arg-type]
     with gz, tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT, copybufsize=CHUNK) as tar:  # type: ignore[call-overload]
         tar.addfile(_info(TOP, tarfile.DIRTYPE, 0o755, mtime))
         for rel, item in members:

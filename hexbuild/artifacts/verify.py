@@ -27,6 +27,8 @@ _SHARED_NAME = re.compile(r"\.so(\.\d+)*$")
 _VERSION = re.compile(r"^[vV]?(\d{2,3})$")
 
 OK, WARN, FAIL = "ok", "warn", "fail"
+_A_PROGRAM = {"android": "an Android program", "linux": "a Linux program"}
+_OS_NAME = {"android": "Android", "linux": "Linux"}
 PACKAGE = "(package)"
 
 
@@ -278,7 +280,7 @@ class _Verifier:
             else:
                 self.add(rel, "interpreter", OK, "static executable")
         elif info.interpreter != want:
-            self.add(rel, "interpreter", FAIL, f"{info.interpreter}; a {self.os} program needs {want}")
+            self.add(rel, "interpreter", FAIL, f"{info.interpreter}; {_A_PROGRAM[self.os]} needs {want}")
         elif self.os == "android" and info.e_type != "ET_DYN":
             self.add(rel, "interpreter", FAIL, f"{want}, but not position-independent: "
                                                "Android's linker runs PIE programs only")
@@ -292,7 +294,7 @@ class _Verifier:
         missing = [n for n in info.needed if n not in provided and n not in self.sys.libraries]
         if missing:
             parts = [f"{n} ({self.sys.hints[n]})" if n in self.sys.hints else n for n in missing]
-            self.add(rel, "needed", FAIL, f"unresolved: {', '.join(parts)}; neither in lib/ nor a {self.os} system library")
+            self.add(rel, "needed", FAIL, f"unresolved: {', '.join(parts)}; neither in lib/ nor a {_OS_NAME[self.os]} system library")
             return
         if not info.needed:
             self.add(rel, "needed", OK, "no DT_NEEDED")

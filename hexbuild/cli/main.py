@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import signal
 import sys
 from typing import Any
 
@@ -160,6 +161,9 @@ def main(argv: list[str] | None = None) -> int:
     cli = build_cli()
     try:
         rv = cli.main(args=argv, prog_name="hexbuild", standalone_mode=False)
+        if rv == errors.INTERRUPTED:
+            # typer turns Ctrl-C (and our SIGTERM) into a silent return of 130
+            return _fail(errors.Interrupted("interrupted"))
         return rv if isinstance(rv, int) else 0
     except typer.Exit as e:
         return e.exit_code
@@ -175,8 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         return errors.OK
     except Exception as e:
         names = {c.__name__ for c in type(e).__mro__}
-        if "NoArgsIsHelpError" in names and getattr(e, "ctx", None) is not None:
-            print(e.ctx.get_help())  # type: ignore[attr-defined]
+        if "NoArgsIsHelpError" in names:  # typer has printed the help already
             return errors.USAGE
         if "ClickException" in names:  # click's (or typer's own copy of click's) usage errors
             ctx = getattr(e, "ctx", None)
@@ -190,7 +193,13 @@ def main(argv: list[str] | None = None) -> int:
                                           hint="rerun with -v for the traceback and report it"))
 
 
+def _terminate(signum: int, frame: Any) -> None:
+    # SIGTERM (CI cancelling a job, `timeout`) takes the same clean-up path as Ctrl-C.
+    raise KeyboardInterrupt
+
+
 def run() -> None:
+    signal.signal(signal.SIGTERM, _terminate)
     sys.exit(main())
 
 

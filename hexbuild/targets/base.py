@@ -21,6 +21,7 @@ class RemoteFile:
     size: int
     mode: int  # permission bits, e.g. 0o755
     sha256: str | None = None
+    mtime: int | None = None  # seconds since the epoch, when the lister knows it
 
 
 @dataclass
@@ -41,6 +42,21 @@ class DeviceInfo:
 
     def to_json(self) -> dict:
         return asdict(self)
+
+
+@dataclass
+class Captured:
+    rc: int
+    stdout: bytes
+    stderr: bytes
+
+    @property
+    def out(self) -> str:
+        return self.stdout.decode("utf-8", "replace")
+
+    @property
+    def err(self) -> str:
+        return self.stderr.decode("utf-8", "replace")
 
 
 class Target(ABC):
@@ -83,6 +99,15 @@ class Target(ABC):
             timeout: float | None = None, on_output: OutputSink | None = None) -> int:
         """Run ``argv`` exactly (each element reaches the program unchanged) with ``env`` added,
         streaming output to ``on_output``; return the program's exit code."""
+
+    def capture(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str | None = None,
+                timeout: float | None = None) -> "Captured":
+        """``run`` with stdout and stderr collected instead of streamed."""
+        out: list[bytes] = []
+        err: list[bytes] = []
+        rc = self.run(argv, env=env, cwd=cwd, timeout=timeout,
+                      on_output=lambda stream, chunk: (out if stream == "stdout" else err).append(chunk))
+        return Captured(rc, b"".join(out), b"".join(err))
 
     def close(self) -> None:
         pass

@@ -1,0 +1,280 @@
+"""hexbuild bench: llama-bench over a matrix of targets × session counts × models, each run
+``repeat`` times, with batch/ubatch/threads as llama-bench's own comma lists. Results are the
+median tokens/s per configuration, written as JSON, CSV, a markdown table and a PNG chart.
+
+Every run goes through the same renderer as `hexbuild run bench`, with ``-o jsonl`` so the
+records parse exactly (field names from tools/llama-bench/llama-bench.cpp, test::get_fields()).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from . import runner
+from .errors import RemoteFailed, UsageError
+from .ui import ui
+
+SCHEMA = "hexbuild.bench/1"
+CONFIG_KEYS = ("target", "ndev", "model", "n_batch", "n_ubatch", "n_threads")
+
+
+@dataclass
+class BenchRequest:
+    targets: list[str]
+    models: list[str]
+    ndev: list[int] = field(default_factory=lambda: [1])
+    ubatch: list[int] = field(default_factory=lambda: [1024])
+    threads: list[int] = field(default_factory=lambda: [6])
+    batch: list[int] = field(default_factory=list)
+    repeat: int = 1
+    knobs: list[tuple[str, str]] = field(default_factory=list)
+    extra: list[str] = field(default_factory=list)
+    dest: str = ""
+    models_dir: str = ""
+    out: str = ""
+    timeout: float | None = None
+
+
+def int_list(text: str | None, what: str, *, minimum: int = 1, maximum: int | None = None) -> list[int]:
+    if text is None:
+        return []
+    out: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            v = int(part)
+        except ValueError:
+            raise UsageError(f"{what}: {part!r} is not a whole number") from None
+        if v < minimum or (maximum is not None and v > maximum):
+            bound = f"{minimum}..{maximum}" if maximum is not None else f"at least {minimum}"
+            raise UsageError(f"{what}: {v} is out of range ({bound})")
+        if v not in out:
+            out.append(v)
+    return out
+
+
+def str_list(text: str | None) -> list[str]:
+    return [p.strip() for p in (text or "").split(",") if p.strip()]
+
+
+def test_name(n_prompt: int, n_gen: int, n_depth: int = 0) -> str:
+    """llama-bench's own test label: pp512, tg128, pp512+tg128, with ' @ dN' for depth."""
+    if n_prompt and n_gen:
+        name = f"pp{n_prompt}+tg{n_gen}"
+    elif n_prompt:
+        name = f"pp{n_prompt}"
+    else:
+        name = f"tg{n_gen}"
+    return name + (f" @ d{n_depth}" if n_depth else "")
+
+
+def jsonl_records(stdout: bytes) -> list[dict[str, Any]]:
+    records = []
+    for line in stdout.decode("utf-8", "replace").splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(obj, dict) and "avg_ts" in obj and "n_prompt" in obj:
+            records.append(obj)
+    return records
+
+
+def _row(rec: dict[str, Any], *, target: str, ndev: int, model: str, rep: int) -> dict[str, Any]:
+    n_prompt, n_gen, n_depth = int(rec.get("n_prompt", 0)), int(rec.get("n_gen", 0)), int(rec.get("n_depth", 0) or 0)
+    return {"target": target, "ndev": ndev, "model": model, "model_filename": rec.get("model_filename"),
+            "devices": rec.get("devices"), "n_batch": rec.get("n_batch"), "n_ubatch": rec.get("n_ubatch"),
+            "n_threads": rec.get("n_threads"), "test": test_name(n_prompt, n_gen, n_depth),
+            "kind": "prompt" if n_prompt and not n_gen else "eval" if n_gen and not n_prompt else "mixed",
+            "n_prompt": n_prompt, "n_gen": n_gen, "n_depth": n_depth, "rep": rep,
+            "avg_ts": float(rec["avg_ts"]), "stddev_ts": float(rec.get("stddev_ts") or 0.0)}
+
+
+def summarize(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The median (and spread) of avg_ts over the repeats of each configuration and test."""
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault(tuple(r[k] for k in CONFIG_KEYS) + (r["test"],), []).append(r)
+    out = []
+    for key, items in groups.items():
+        values = [i["avg_ts"] for i in items]
+        out.append({**dict(zip(CONFIG_KEYS, key[:-1])), "test": key[-1], "kind": items[0]["kind"],
+                    "median_ts": statistics.median(values), "min_ts": min(values), "max_ts": max(values),
+                    "n": len(values)})
+    return out
+
+
+def _config_label(s: dict[str, Any], multi: dict[str, bool]) -> str:
+    parts = []
+    if multi["target"]:
+        parts.append(s["target"])
+    parts.append(f"ndev {s['ndev']}")
+    if multi["model"]:
+        parts.append(s["model"])
+    if multi["n_batch"]:
+        parts.append(f"b {s['n_batch']}")
+    parts.append(f"ub {s['n_ubatch']}")
+    parts.append(f"t {s['n_threads']}")
+    return " · ".join(str(p) for p in parts)
+
+
+def _varies(summary: Sequence[dict[str, Any]]) -> dict[str, bool]:
+    return {k: len({s[k] for s in summary}) > 1 for k in CONFIG_KEYS}
+
+
+def markdown(summary: Sequence[dict[str, Any]], failures: Sequence[dict[str, Any]] = ()) -> str:
+    tests = list(dict.fromkeys(s["test"] for s in summary))
+    configs: dict[tuple, dict[str, float]] = {}
+    for s in summary:
+        configs.setdefault(tuple(s[k] for k in CONFIG_KEYS), {})[s["test"]] = s["median_ts"]
+    head = ["target", "ndev", "model", "batch", "ubatch", "threads"] + [f"{t} t/s" for t in tests]
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" if i < 3 else "---:" for i in range(len(head))) + "|"]
+    for key, values in configs.items():
+        cells = [str(v) for v in key] + [f"{values[t]:.2f}" if t in values else "" for t in tests]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    text = "\n".join(lines) + "\n"
+    if summary:
+        n = max(s["n"] for s in summary)
+        text += f"\nMedian of {n} run(s) per configuration (tokens/s, higher is better).\n"
+    for f in failures:
+        text += f"\n**failed**: {f['target']} ndev {f['ndev']} {f['model']} run {f['rep']}: exit {f['exit_code']} ({f['log']})\n"
+    return text
+
+
+def csv_text(summary: Sequence[dict[str, Any]]) -> str:
+    buf = io.StringIO()
+    cols = list(CONFIG_KEYS) + ["test", "kind", "median_ts", "min_ts", "max_ts", "n"]
+    w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
+    w.writeheader()
+    for s in summary:
+        w.writerow({c: s[c] for c in cols})
+    return buf.getvalue()
+
+
+def chart_png(summary: Sequence[dict[str, Any]], title: str) -> bytes:
+    """Prompt and eval tokens/s per configuration, side by side (matplotlib, Agg)."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    multi = _varies(summary)
+    panels = [("prompt", "prompt processing (tokens/s)"), ("eval", "generation (tokens/s)")]
+    panels = [p for p in panels if any(s["kind"] == p[0] for s in summary)] or [("mixed", "tokens/s")]
+    labels = list(dict.fromkeys(_config_label(s, multi) for s in summary))
+    height = max(2.5, 0.45 * len(labels) * max(1, len({s['test'] for s in summary}) // len(panels)) + 1.5)
+    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), height), squeeze=False)
+    for ax, (kind, heading) in zip(axes[0], panels):
+        items = [s for s in summary if s["kind"] == kind]
+        one_test = len({s["test"] for s in items}) == 1
+        names = [_config_label(s, multi) + ("" if one_test else f" · {s['test']}") for s in items]
+        values = [s["median_ts"] for s in items]
+        errs = [[s["median_ts"] - s["min_ts"] for s in items], [s["max_ts"] - s["median_ts"] for s in items]]
+        y = list(range(len(items)))
+        bars = ax.barh(y, values, xerr=errs if any(any(e) for e in errs) else None,
+                       color="#3b7dd8" if kind == "prompt" else "#e07b39", capsize=3)
+        ax.set_yticks(y, names, fontsize=8)
+        ax.invert_yaxis()
+        ax.set_title(heading + (f": {items[0]['test']}" if one_test and items else ""), fontsize=10)
+        ax.grid(axis="x", alpha=0.3)
+        for bar, s in zip(bars, items):  # the label right of the whisker, not on it
+            ax.text(s["max_ts"], bar.get_y() + bar.get_height() / 2, f"  {s['median_ts']:.1f}", va="center",
+                    fontsize=7)
+        ax.margins(x=0.18)
+    n = max(s["n"] for s in summary)
+    if not multi["model"]:
+        title += f" · {summary[0]['model']}"
+    fig.suptitle(title + (f"\nbars: median of {n} runs; whiskers: min–max" if n > 1 else ""), fontsize=10)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def run(req: BenchRequest, settings) -> dict[str, Any]:
+    if not req.targets:
+        raise UsageError("no target: give -t TARGET (once per target) or set run.target")
+    if not req.models:
+        raise UsageError("no model: give --model NAME[,NAME...] or set run.model")
+    if req.repeat < 1:
+        raise UsageError("--repeat must be at least 1")
+    out = Path(req.out or Path(settings["run.results_dir"]) / f"bench-{runner._timestamp()}")
+    logs = out / "logs"
+    rows: list[dict[str, Any]] = []
+    runs: list[dict[str, Any]] = []
+    failures: list[dict[str, Any]] = []
+    total = len(req.targets) * len(req.ndev) * len(req.models) * req.repeat
+    done = 0
+    for spec in req.targets:
+        for ndev in req.ndev:
+            for model in req.models:
+                # llama-bench runs the threads × ubatch × batch matrix itself (comma lists).
+                prepared = runner.prepare(runner.RunRequest(
+                    kind="bench", target=spec, dest=req.dest, models_dir=req.models_dir, ndev=ndev,
+                    model=model, knobs=req.knobs, extra=req.extra, threads=",".join(map(str, req.threads)),
+                    ubatch=",".join(map(str, req.ubatch)), batch=",".join(map(str, req.batch)) or None,
+                    bench_output="jsonl", timeout=req.timeout), settings)
+                inv = prepared.invocation
+                with prepared.target as target:
+                    for rep in range(1, req.repeat + 1):
+                        done += 1
+                        stem = f"{runner._slug(spec)}-ndev{ndev}-{runner._slug(model)}-r{rep}"
+                        ui.info(f"[{done}/{total}] {spec}: ndev {ndev}, {model}, run {rep}/{req.repeat}")
+                        record = runner.execute(target, inv, results_dir=logs, passthrough=False,
+                                                timeout=req.timeout, stem=stem, save_json=False)
+                        recs = jsonl_records(record.stdout)
+                        run_info = {"target": spec, "ndev": ndev, "model": model, "rep": rep,
+                                    "exit_code": record.exit_code, "duration_s": round(record.duration_s, 3),
+                                    "log": record.log, "records": len(recs), "argv": inv.argv, "env": inv.env}
+                        runs.append(run_info)
+                        if record.exit_code != 0 or not recs:
+                            failures.append(run_info)
+                            ui.warn(f"{spec}: llama-bench exited {record.exit_code} with {len(recs)} records "
+                                    f"(ndev {ndev}, {model}, run {rep}); log: {record.log}")
+                            continue
+                        rows += [_row(r, target=spec, ndev=ndev, model=model, rep=rep) for r in recs]
+    summary = summarize(rows)
+    files = write_outputs(out, req, rows, runs, summary, failures)
+    result = {"schema": SCHEMA, "out": str(out), "files": files, "results": summary,
+              "runs": len(runs), "failures": failures}
+    if failures:
+        if not ui.json:
+            ui.result(result, markdown(summary, failures))
+        raise RemoteFailed(f"{len(failures)} of {len(runs)} llama-bench runs failed; results so far in {out}",
+                           details={"out": str(out), "files": files, "failures": failures})
+    return result
+
+
+def write_outputs(out: Path, req: BenchRequest, rows, runs, summary, failures) -> dict[str, str]:
+    out.mkdir(parents=True, exist_ok=True)
+    md = markdown(summary, failures)
+    doc = {"schema": SCHEMA, "matrix": {"targets": req.targets, "ndev": req.ndev, "models": req.models,
+                                        "ubatch": req.ubatch, "threads": req.threads, "batch": req.batch,
+                                        "repeat": req.repeat, "extra": req.extra,
+                                        "knobs": dict(req.knobs)},
+           "results": summary, "records": rows, "runs": runs, "failures": failures}
+    files = {"json": out / "results.json", "csv": out / "results.csv", "markdown": out / "results.md"}
+    runner.atomic_write(files["json"], json.dumps(doc, indent=2) + "\n")
+    runner.atomic_write(files["csv"], csv_text(summary))
+    runner.atomic_write(files["markdown"], md)
+    if summary:
+        files["chart"] = out / "results.png"
+        runner.atomic_write(files["chart"], chart_png(summary, f"llama-bench on {', '.join(req.targets)}"))
+    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if step_summary:
+        with open(step_summary, "a", encoding="utf-8") as f:
+            f.write(f"### hexbuild bench\n\n{md}\n")
+    return {k: str(v) for k, v in files.items()}

@@ -1,0 +1,42 @@
+"""hexbuild package: a reproducible release tarball with manifest.json and SHA256SUMS."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from . import common
+
+
+def package(
+    pkg: str = typer.Argument(..., metavar="PKG", help="The install prefix, e.g. pkg-snapdragon/llama.cpp."),
+    output: Optional[str] = typer.Option(None, "--output", "-o", metavar="FILE",
+                                         help="Tarball to write, or a directory for the default name "
+                                              "(llama.cpp-<os>-<revision>-hexagon.tar.gz in the current directory)."),
+    os_name: Optional[str] = typer.Option(None, "--os", metavar="android|linux",
+                                          help="OS recorded in the manifest (default: the package's manifest, else build.os)."),
+) -> None:
+    """Pack PKG under llama.cpp/ with manifest.json and SHA256SUMS, byte-for-byte reproducibly."""
+    from pathlib import Path
+
+    from ..artifacts import default_name, load_meta, package_os, require_package_dir, write_package
+    from ..ui import human_size, ui
+
+    s = common.settings(**{"build.os": os_name})
+    path = require_package_dir(Path(pkg))
+    meta = load_meta(path)
+    meta["os"] = package_os(path, os_name, s["build.os"])
+    revision = (meta.get("llama_cpp") or {}).get("revision")
+    out = Path(output) if output else Path(default_name(meta["os"], revision))
+    if out.is_dir():
+        out = out / default_name(meta["os"], revision)
+    ui.info(f"packing {path} -> {out}")
+    result = write_package(path, out, meta)
+    ui.result(result.to_json(),
+              f"{result.path}  {human_size(result.size)}  {len(result.manifest['files'])} files\n"
+              f"sha256 {result.sha256}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("package")(package)

@@ -1,0 +1,52 @@
+"""hexbuild release: build, verify, package, checksum, and optionally deploy and smoke-test."""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+import typer
+
+from . import common
+
+
+def release(
+    source: Optional[str] = typer.Option(None, "--source", "-s", metavar="DIR",
+                                         help="The llama.cpp checkout (default: current directory)."),
+    os_names: Optional[List[str]] = typer.Option(None, "--os", metavar="android,linux",
+                                                 help="OSes to build, comma-separated or repeated; a tarball each (default: build.os)."),
+    dist: Optional[str] = typer.Option(None, "--dist", metavar="DIR",
+                                       help="Where the assets and release-report.json go (default: release.dist_dir, dist)."),
+    engine: Optional[str] = typer.Option(None, "--engine", metavar="docker|local",
+                                         help="Build in the toolchain image (docker) or in this machine/container (local)."),
+    image: Optional[str] = typer.Option(None, "--image", metavar="REF",
+                                        help="Toolchain image (default: the one the checkout pins)."),
+    htp: Optional[List[str]] = typer.Option(None, "--htp", metavar="v73,v79",
+                                            help="HTP versions to build; verify requires them all."),
+    build_type: Optional[str] = typer.Option(None, "--build-type", metavar="release|debug|relwithdebinfo",
+                                             help="CMake build type."),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=0, help="Parallel compile jobs (0: all cores)."),
+    prebuilt: Optional[List[str]] = typer.Option(None, "--prebuilt", metavar="[OS=]PKG",
+                                                 help="Release this install prefix instead of building (repeat per OS; "
+                                                      "the OS comes from OS= or the package's manifest.json)."),
+    target: Optional[List[str]] = typer.Option(None, "--target", "-t", metavar="TARGET",
+                                               help="Deploy to this target after packaging (repeatable; default: deploy.targets)."),
+    smoke: Optional[str] = typer.Option(None, "--smoke", metavar="COMMAND",
+                                        help="Run this on every target after deploying, e.g. 'llama-cli --version'."),
+    strict: Optional[bool] = typer.Option(None, "--strict/--no-strict",
+                                          help="Exit 10 when warnings were raised (default: on under CI=true)."),
+) -> None:
+    """Build → verify → package for each OS, write SHA256SUMS and manifest.json to dist/, then
+    deploy and smoke-test on the targets. Every stage is reported in dist/release-report.json
+    (also on failure) and, on GitHub Actions, in the job summary. Exit codes: build 4, verify 5,
+    package 6, deploy 7, smoke 8, --strict warnings 10."""
+    from ..release import ReleaseOptions, run_release
+
+    flags = {"source": source, "release.dist_dir": dist, "build.engine": engine, "build.image": image,
+             "build.htp": htp, "build.build_type": build_type, "build.jobs": jobs, "ci.strict": strict}
+    s = common.settings(**flags)
+    options = ReleaseOptions.from_settings(s, oses=os_names, targets=target, smoke=smoke, prebuilt=prebuilt)
+    run_release(s, options)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("release")(release)

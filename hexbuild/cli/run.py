@@ -1,0 +1,97 @@
+"""hexbuild run: one llama.cpp tool on a target, in the deployed revision's vocabulary."""
+
+from __future__ import annotations
+
+from typing import Any, List, Optional
+
+import typer
+from typer.core import TyperCommand
+
+from . import common
+
+KNOB_HELP = ("--hex-KNOB VALUE sets GGML_HEXAGON_KNOB for the run (--hex-nhvx 4, --hex-opfilter REGEX, "
+             "--hex-hostbuf 0, …); knobs the deployed revision does not read are refused.")
+
+
+class PassthroughCommand(TyperCommand):
+    """A command that takes ``--hex-<knob> VALUE`` flags of any name, and everything after
+    ``--`` verbatim for the device program (click alone would mix both into one list)."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        from ..errors import UsageError
+
+        if "--" in args:
+            i = args.index("--")
+            head, extra = args[:i], args[i + 1:]
+        else:
+            head, extra = args, []
+        knobs: list[tuple[str, str]] = []
+        rest: list[str] = []
+        i = 0
+        while i < len(head):
+            arg = head[i]
+            if arg.startswith("--hex-"):
+                name, eq, value = arg[len("--hex-"):].partition("=")
+                if not eq:
+                    if i + 1 >= len(head):
+                        raise UsageError(f"{arg} needs a value")
+                    value = head[i + 1]
+                    i += 1
+                knobs.append((name, value))
+            else:
+                rest.append(arg)
+            i += 1
+        ctx.meta["hexbuild.knobs"] = knobs
+        ctx.meta["hexbuild.extra"] = extra
+        return super().parse_args(ctx, rest)
+
+
+def run_command(
+    ctx: typer.Context,
+    kind: str = typer.Argument(..., metavar="KIND", help="completion, cli, bench, server or tool."),
+    target: Optional[str] = typer.Option(None, "-t", "--target", help="Target (default: run.target)."),
+    ndev: Optional[int] = typer.Option(None, "--ndev", min=1, max=16, help="HTP sessions HTP0..HTP{N-1}."),
+    devices: Optional[str] = typer.Option(None, "--devices", help="Device list, e.g. HTP0:0,HTP0:1 (newer revisions)."),
+    model: Optional[str] = typer.Option(None, "--model", "-m", help="Model file in the models directory, or an absolute path."),
+    prompt_file: Optional[str] = typer.Option(None, "--prompt-file", "-f", help="Prompt file (a local file is copied to the device)."),
+    dest: Optional[str] = typer.Option(None, "--dest", help="Install directory on the target (default: deploy.dest)."),
+    models_dir: Optional[str] = typer.Option(None, "--models-dir", help="Models directory on the target."),
+    results_dir: Optional[str] = typer.Option(None, "--results-dir", help="Where the log and JSON result go."),
+    timeout: Optional[float] = typer.Option(None, "--timeout", min=1, help="Seconds before the run is stopped."),
+    print_only: bool = typer.Option(False, "--print", help="Print the command that would run on the device and exit."),
+) -> None:
+    """Run a llama.cpp tool on a target: the session selection, GGML_HEXAGON_* knobs, tool name
+    and injected defaults follow what the deployed revision understands; arguments after -- reach
+    the program exactly as given and replace the defaults they name. Exits with the program's
+    exit code. --hex-KNOB VALUE sets GGML_HEXAGON_KNOB (--hex-nhvx 4, --hex-hostbuf 0, ...)."""
+    from .. import runner
+    from ..errors import UsageError
+    from ..ui import ui
+
+    if kind not in runner.KINDS:
+        raise UsageError(f"unknown kind {kind!r}; valid: {', '.join(runner.KINDS)}")
+    s = common.settings(**{"run.target": target, "run.model": model, "run.results_dir": results_dir,
+                           "deploy.dest": dest, "deploy.models_dir": models_dir, "run.ndev": ndev})
+    req = runner.RunRequest(
+        kind=kind, target=s["run.target"], dest=s["deploy.dest"], models_dir=s["deploy.models_dir"],
+        ndev=ndev if ndev is not None else (None if devices is not None else (s["run.ndev"] or None)),
+        devices=devices, model=s["run.model"] or None, prompt_file=prompt_file,
+        knobs=ctx.meta.get("hexbuild.knobs", []), extra=ctx.meta.get("hexbuild.extra", []),
+        threads=s["run.threads"], ubatch=s["run.ubatch"], results_dir=s["run.results_dir"], timeout=timeout)
+    if print_only:
+        prepared = runner.prepare(req, s, offline_ok=True)
+        prepared.target.close()
+        inv = prepared.invocation
+        ui.result({"target": req.target, **inv.to_json()}, inv.command_line())
+        return
+    record = runner.run(req, s)
+    ui.result(record.to_json())
+    if record.exit_code:
+        raise typer.Exit(record.exit_code)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("run", cls=PassthroughCommand, epilog=KNOB_HELP)(run_command)
+
+
+__all__: List[str] = ["PassthroughCommand", "register"]

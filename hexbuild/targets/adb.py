@@ -1,0 +1,211 @@
+"""Android devices through an adb server: the local one (``adb``, ``adb:SERIAL``) or a remote
+one (``adb://HOST:PORT[/SERIAL]``, what ``adb -H HOST -P PORT`` talks to — an adb *server*, not
+a phone's adbd).
+
+hexbuild speaks the server's smart-socket protocol itself (adbproto.py) and starts the local
+server with ``adb start-server`` when none answers, as the adb client does. Shell commands use
+shell protocol v2 (the remote exit code comes back in-band); devices without it get the
+``echo $?`` sentinel fallback. Every argument is ``shlex.quote``-d into the device command line.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
+
+from ..errors import EnvironmentMissing, HexbuildError, RemoteFailed, UsageError
+from ..ui import ui
+from . import socs
+from .adbproto import AdbClient, AdbConnectError, AdbError, AdbTimeout, DeviceEntry, tcp_connector
+from .base import ByteProgress, DeviceInfo, OutputSink
+from .posix import ShellTarget, not_ready_message, parse_df_available, shell_command
+
+_PROBE = r'''for p in ro.soc.model ro.board.platform ro.product.model ro.product.cpu.abi; do
+  printf 'prop %s=%s\n' "$p" "$(getprop "$p" 2>/dev/null)"
+done
+sed -n 's/^MemTotal:[^0-9]*\([0-9]*\).*/mem \1/p' /proc/meminfo
+d=$1
+while [ ! -d "$d" ]; do d=$(dirname "$d"); done
+printf 'dfdir %s\n' "$d"
+printf 'df %s\n' "$(df -Pk "$d" 2>/dev/null | tail -n 1)"'''
+
+
+def local_server_port() -> int:
+    raw = os.environ.get("ANDROID_ADB_SERVER_PORT", "5037")
+    try:
+        return int(raw)
+    except ValueError:
+        raise UsageError(f"ANDROID_ADB_SERVER_PORT is not a port number: {raw!r}") from None
+
+
+class AdbTarget(ShellTarget):
+    kind = "adb"
+    os = "android"
+
+    def __init__(self, spec: str, client: AdbClient, serial: str | None, *, server: str,
+                 timeout: float = 15.0, transfer_timeout: float = 600.0,
+                 start_server: Callable[[], None] | None = None):
+        self.spec = spec
+        self.client = client
+        self.serial = serial
+        self.server = server  # for messages: "the local adb server (port 5037)"
+        self.default_timeout = timeout
+        self.transfer_timeout = transfer_timeout
+        self._start_server = start_server
+        self._started = False
+        self._shell_v2: bool | None = None
+
+    # -- errors ---------------------------------------------------------------------------------
+    def _call(self, fn: Callable, *args, **kw):
+        try:
+            return fn(*args, **kw)
+        except AdbConnectError as e:
+            if self._start_server and not self._started:
+                self._started = True
+                self._start_server()
+                return self._call(fn, *args, **kw)
+            raise EnvironmentMissing(f"{self.spec}: {e}", hint=self._server_hint()) from None
+        except AdbTimeout as e:
+            raise RemoteFailed(f"{self.spec}: the device did not answer ({e})",
+                               hint="check the cable/network; adb reconnect") from None
+        except AdbError as e:
+            raise self._translate(str(e)) from None
+
+    def _server_hint(self) -> str:
+        return "start it with `adb start-server`" if self._start_server else \
+            f"is an adb server listening on {self.server} (adb -a -P PORT server nodaemon)?"
+
+    def _translate(self, msg: str) -> HexbuildError:
+        low = msg.lower()
+        if "not found" in low and "device" in low:
+            return EnvironmentMissing(f"{self.spec}: {msg} on {self.server}",
+                                      hint="adb devices -l lists the attached devices; for a network device: adb connect HOST:PORT")
+        for state in ("unauthorized", "offline"):
+            if state in low:
+                what, fix = not_ready_message(state)
+                return EnvironmentMissing(f"{self.spec}: device {self.serial} {what}", hint=fix)
+        return RemoteFailed(f"{self.spec}: {msg}")
+
+    # -- devices --------------------------------------------------------------------------------
+    def devices(self) -> list[DeviceEntry]:
+        return self._call(self.client.devices)
+
+    def resolve_serial(self) -> str:
+        if self.serial:
+            return self.serial
+        devs = self.devices()
+        ready = [d for d in devs if d.state == "device"]
+        if len(ready) == 1:
+            self.serial = ready[0].serial
+            return self.serial
+        if not ready:
+            if devs:
+                what, fix = not_ready_message(devs[0].state)
+                raise EnvironmentMissing(f"{self.spec}: no ready device; {devs[0].serial} {what}", hint=fix)
+            raise EnvironmentMissing(f"{self.spec}: no device attached to {self.server}",
+                                     hint="plug in a phone with USB debugging on, or adb connect HOST:PORT")
+        raise UsageError(f"{self.spec}: {len(ready)} devices are attached; choose one with --target adb:SERIAL",
+                         hint="attached: " + ", ".join(d.serial for d in ready))
+
+    def _serial(self) -> str:
+        return self.resolve_serial()
+
+    # -- Target -----------------------------------------------------------------------------------
+    def probe(self, dest: str) -> DeviceInfo:
+        serial = self.resolve_serial()
+        entry = next((d for d in self.devices() if d.serial == serial), None)
+        if entry is None:
+            raise EnvironmentMissing(f"{self.spec}: device {serial} is not attached to {self.server}",
+                                     hint="adb devices -l lists the attached devices; for a network device: adb connect HOST:PORT")
+        info = DeviceInfo(target=self.spec, kind=self.kind, os=self.os, state=entry.state, serial=serial)
+        if entry.state != "device":
+            return info
+        res = self.sh(_PROBE, dest, what="probing the device")
+        props: dict[str, str] = {}
+        for line in res.out.splitlines():
+            key, _, value = line.partition(" ")
+            if key == "prop":
+                name, _, v = value.partition("=")
+                props[name] = v.strip()
+            elif key == "mem" and value.strip().isdigit():
+                info.ram_bytes = int(value) * 1024
+            elif key == "dfdir":
+                info.extra["free_at"] = value
+            elif key == "df":
+                info.free_bytes = parse_df_available(value)
+        info.soc = props.get("ro.soc.model") or None
+        info.platform = props.get("ro.board.platform") or None
+        info.model = props.get("ro.product.model") or entry.attrs.get("model")
+        info.abi = props.get("ro.product.cpu.abi") or None
+        info.htp_arch = socs.htp_arch(info.soc, info.platform)
+        return info
+
+    def _supports_v2(self) -> bool:
+        if self._shell_v2 is None:
+            self._shell_v2 = "shell_v2" in self._call(self.client.features, self._serial())
+        return self._shell_v2
+
+    def run(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str | None = None,
+            timeout: float | None = None, on_output: OutputSink | None = None) -> int:
+        command = shell_command(argv, env, cwd)
+        serial = self._serial()
+        ui.command(self._display_prefix(serial) + ["shell", command])
+        t = timeout or self.default_timeout
+        if self._supports_v2():
+            return self._call(self.client.shell_v2, serial, command, timeout=t, on_output=on_output)
+        return self._call(self.client.shell_v1, serial, command, timeout=t, on_output=on_output)
+
+    def _display_prefix(self, serial: str) -> list[str]:
+        return ["adb", "-s", serial]
+
+    def send_file(self, local: Path, remote: str, progress: ByteProgress | None = None) -> None:
+        serial = self._serial()
+        ui.command(self._display_prefix(serial) + ["push", str(local), remote])
+        self._call(self.client.push, serial, local, remote, mode=0o644, timeout=self.transfer_timeout,
+                   progress=progress)
+
+    def read_file(self, remote: str) -> bytes | None:
+        return self._call(self.client.pull_bytes, self._serial(), remote, timeout=self.transfer_timeout)
+
+    def write_file(self, remote: str, data: bytes, *, mode: int = 0o644) -> None:
+        tmp = self.temp_name(remote)
+        self._call(self.client.push_bytes, self._serial(), data, tmp, mode=mode, timeout=self.transfer_timeout)
+        self.sh('chmod "$1" "$2" && mv -f "$2" "$3"', format(mode, "o"), tmp, remote,
+                what=f"writing {remote}")
+
+
+def start_local_server() -> None:
+    from .. import proc
+
+    adb = proc.which("adb", hint="install Android platform-tools (apt install adb) and put adb on PATH")
+    cp = proc.run([adb, "start-server"], timeout=30)
+    if cp.returncode != 0:
+        raise EnvironmentMissing(f"adb start-server failed: {(cp.stderr or cp.stdout).strip()}",
+                                 hint="adb kill-server; adb start-server")
+
+
+def local_client(timeout: float) -> AdbClient:
+    return AdbClient(tcp_connector("127.0.0.1", local_server_port()), timeout=timeout)
+
+
+def local_target(spec: str, serial: str | None, *, timeout: float, transfer_timeout: float) -> AdbTarget:
+    port = local_server_port()
+    return AdbTarget(spec, local_client(timeout), serial, server=f"the local adb server (port {port})",
+                     timeout=timeout, transfer_timeout=transfer_timeout, start_server=start_local_server)
+
+
+def remote_target(spec: str, host: str, port: int, serial: str | None, *, timeout: float,
+                  transfer_timeout: float) -> AdbTarget:
+    t = AdbTarget(spec, AdbClient(tcp_connector(host, port), timeout=timeout), serial,
+                  server=f"the adb server at {host}:{port}", timeout=timeout, transfer_timeout=transfer_timeout)
+    t._display_prefix = lambda s: ["adb", "-H", host, "-P", str(port), "-s", s]  # type: ignore[method-assign]
+    return t
+
+
+def ready_local_devices(timeout: float) -> tuple[list[str], list[DeviceEntry]]:
+    """(serials in state ``device``, the others) on the local server — for ``--all``."""
+    probe = local_target("adb", None, timeout=timeout, transfer_timeout=timeout)
+    devs = probe.devices()
+    return [d.serial for d in devs if d.state == "device"], [d for d in devs if d.state != "device"]
+

@@ -1,0 +1,102 @@
+"""``local:DIR``: a directory on this machine (a Snapdragon Linux board deploying to itself, or a
+staging tree). Same shell scripts as the remote targets, run with this machine's ``sh``."""
+
+from __future__ import annotations
+
+import os
+import selectors
+import subprocess
+import time
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from ..errors import EnvironmentMissing, RemoteFailed
+from ..ui import ui
+from .base import ByteProgress, DeviceInfo, OutputSink
+from .posix import ShellTarget
+
+CHUNK = 1024 * 1024
+
+
+class LocalTarget(ShellTarget):
+    kind = "local"
+    os = "linux"
+
+    def __init__(self, spec: str, root: str, *, timeout: float = 15.0, transfer_timeout: float = 600.0):
+        self.spec = spec
+        self.root = str(Path(root).expanduser().absolute())
+        self.default_timeout = timeout
+        self.transfer_timeout = transfer_timeout
+
+    def probe(self, dest: str) -> DeviceInfo:
+        return self.probe_linux(self.expand(dest))
+
+    def home(self) -> str:
+        return str(Path.home())
+
+    def run(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str | None = None,
+            timeout: float | None = None, on_output: OutputSink | None = None) -> int:
+        ui.command(list(argv), env=dict(env) if env else None)
+        full_env = dict(os.environ)
+        full_env.update(env or {})
+        t = timeout or self.default_timeout
+        try:
+            p = subprocess.Popen(list(argv), cwd=cwd, env=full_env, stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        except FileNotFoundError:
+            return 127
+        except NotADirectoryError:
+            raise EnvironmentMissing(f"{self.spec}: not a directory: {cwd}") from None
+        deadline = time.monotonic() + t
+        sel = selectors.DefaultSelector()
+        sel.register(p.stdout, selectors.EVENT_READ, "stdout")
+        sel.register(p.stderr, selectors.EVENT_READ, "stderr")
+        try:
+            while sel.get_map():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    p.kill()
+                    p.wait()
+                    raise RemoteFailed(f"{self.spec}: {argv[0]} did not finish within {t:g}s")
+                for key, _ in sel.select(timeout=min(left, 1.0)):
+                    data = os.read(key.fileobj.fileno(), 65536)
+                    if not data:
+                        sel.unregister(key.fileobj)
+                    elif on_output:
+                        on_output(key.data, data)
+            return p.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+            raise RemoteFailed(f"{self.spec}: {argv[0]} did not finish within {t:g}s") from None
+        finally:
+            sel.close()
+            p.stdout.close()
+            p.stderr.close()
+
+    def send_file(self, local: Path, remote: str, progress: ByteProgress | None = None) -> None:
+        dst = Path(remote)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        with open(local, "rb") as src, open(dst, "wb") as out:
+            while True:
+                chunk = src.read(CHUNK)
+                if not chunk:
+                    break
+                out.write(chunk)
+                if progress:
+                    progress(len(chunk))
+
+    def read_file(self, remote: str) -> bytes | None:
+        try:
+            return Path(remote).read_bytes()
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+
+    def write_file(self, remote: str, data: bytes, *, mode: int = 0o644) -> None:
+        dst = Path(remote)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(self.temp_name(remote))
+        tmp.write_bytes(data)
+        os.chmod(tmp, mode)
+        os.replace(tmp, dst)
+

@@ -1,0 +1,332 @@
+"""The Docker engine, through the Docker SDK (never the docker CLI).
+
+``DockerEngine.connect()`` talks to the engine ``DOCKER_HOST`` names (default: the local
+socket) and probes it once into ``EngineInfo``: version, API version, OS/arch, rootless, remote.
+Everything else hexbuild does with containers goes through this one object: finding or pulling
+the toolchain image (pull progress is the low-level event stream, whose in-band ``error``
+chunks raise), the compiler-cache volume, and running one build container whose exit status
+comes from ``wait()`` while a thread streams its log.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from dataclasses import asdict, dataclass
+from typing import Any, Callable
+from urllib.parse import urlparse
+
+from ..errors import EnvironmentMissing, HexbuildError
+from ..ui import ui
+from .buildlog import BuildLog
+from .spec import CACHE_DIR, PLATFORM, ContainerSpec
+
+DEFAULT_HOST = "unix:///var/run/docker.sock"
+API_TIMEOUT = 60        # seconds for ordinary API calls
+PULL_TIMEOUT = 600      # seconds without a pull event before giving up
+_LOOPBACK = ("localhost", "127.0.0.1", "::1", "")
+_DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
+_LAYER = re.compile(r"[0-9a-f]{12}")
+
+
+def docker_host(env: dict[str, str] | os._Environ = os.environ) -> str:
+    return env.get("DOCKER_HOST") or DEFAULT_HOST
+
+
+def is_remote(host: str) -> bool:
+    """A socket (unix, npipe) or TCP on loopback is this machine; ssh and other hosts are not."""
+    u = urlparse(host)
+    if u.scheme in ("unix", "npipe", "fd", ""):
+        return False
+    if u.scheme in ("tcp", "http", "https"):
+        return (u.hostname or "") not in _LOOPBACK
+    return True  # ssh:// and anything else
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    host: str
+    remote: bool
+    version: str
+    api_version: str
+    os: str
+    arch: str
+    rootless: bool
+    ncpu: int
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ImageInfo:
+    reference: str
+    digest: str      # RepoDigests entry, or the image ID for a local-only image
+    id: str
+    os: str
+    arch: str
+    pulled: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _unreachable(host: str, err: Exception) -> EnvironmentMissing:
+    detail = str(err).splitlines()[0][:200] if str(err) else type(err).__name__
+    return EnvironmentMissing(
+        f"no Docker engine answers at {host} ({detail})",
+        hint="start the Docker engine (e.g. systemctl start docker) or point DOCKER_HOST at one; "
+             "--engine local builds without Docker, inside the toolchain image")
+
+
+class DockerEngine:
+    kind = "docker"
+
+    def __init__(self, client: Any, stream_client: Any, info: EngineInfo):
+        self.client = client                # ordinary calls, with a timeout
+        self.stream_client = stream_client  # log stream and wait: no read timeout
+        self.info = info
+
+    @classmethod
+    def connect(cls, host: str | None = None) -> "DockerEngine":
+        import docker
+        from docker.errors import DockerException
+
+        host = host or docker_host()
+        use_ssh = host.startswith("ssh://")
+        env = dict(os.environ, DOCKER_HOST=host)
+        try:
+            client = docker.from_env(timeout=API_TIMEOUT, environment=env, use_ssh_client=use_ssh)
+            version = client.version()
+            info = client.info()
+        except (DockerException, OSError) as e:
+            raise _unreachable(host, e) from None
+        except Exception as e:  # requests' connection errors are not DockerException
+            if type(e).__module__.startswith(("requests", "urllib3")):
+                raise _unreachable(host, e) from None
+            raise
+        api_version = version.get("ApiVersion", "")
+        stream_client = docker.from_env(timeout=None, environment=env, use_ssh_client=use_ssh, version=api_version)
+        security = info.get("SecurityOptions") or []
+        engine = EngineInfo(
+            host=host,
+            remote=is_remote(host),
+            version=version.get("Version", ""),
+            api_version=api_version,
+            os=info.get("OSType") or version.get("Os", ""),
+            arch=info.get("Architecture") or version.get("Arch", ""),
+            rootless=any("name=rootless" in str(o) for o in security),
+            ncpu=int(info.get("NCPU") or 0),
+        )
+        ui.detail(f"docker engine {engine.version} (API {engine.api_version}) at {host}: {engine.os}/{engine.arch}"
+                  + (", rootless" if engine.rootless else "") + (", remote" if engine.remote else ""))
+        return cls(client, stream_client, engine)
+
+    def close(self) -> None:
+        for c in (self.client, self.stream_client):
+            try:
+                c.close()
+            except Exception:
+                pass
+
+    # -- images -----------------------------------------------------------------------------
+    def ensure_image(self, ref: str, policy: str) -> ImageInfo:
+        """The toolchain image, pulled as ``policy`` says (missing|always|never), checked to
+        be linux/amd64. EnvironmentMissing when it is absent and cannot be pulled."""
+        from docker.errors import ImageNotFound
+
+        local = None
+        if policy != "always":
+            try:
+                local = self.client.api.inspect_image(ref)
+            except ImageNotFound:
+                local = None
+        if local is not None and _platform(local) == PLATFORM:
+            return _image_info(ref, local, pulled=False)
+        if policy == "never":
+            if local is not None:
+                raise EnvironmentMissing(f"image {ref} is {_platform(local)}; the toolchain needs {PLATFORM}",
+                                         hint=f"pull the {PLATFORM} image, or allow it with --pull missing")
+            raise EnvironmentMissing(f"image {ref} is not on the Docker engine and --pull never forbids pulling it",
+                                     hint=f"docker pull --platform {PLATFORM} {ref} (or docker load -i FILE), "
+                                          "or --pull missing")
+        self.pull(ref)
+        try:
+            pulled = self.client.api.inspect_image(ref)
+        except ImageNotFound:
+            raise EnvironmentMissing(f"image {ref} is still missing after pulling it") from None
+        if _platform(pulled) != PLATFORM:
+            raise EnvironmentMissing(f"image {ref} is {_platform(pulled)}; the toolchain needs {PLATFORM}")
+        return _image_info(ref, pulled, pulled=True)
+
+    def pull(self, ref: str) -> None:
+        from docker.errors import APIError, DockerException
+        from docker.utils import parse_repository_tag
+
+        repo, tag = parse_repository_tag(ref)
+        ui.command(["docker", "pull", "--platform", PLATFORM, ref])
+        ui.info(f"pulling {ref} ({PLATFORM})")
+        failed = lambda why: EnvironmentMissing(  # noqa: E731
+            f"image {ref} is not on the Docker engine and pulling it failed: {why}",
+            hint=f"docker pull --platform {PLATFORM} {ref} where the registry is reachable "
+                 "(or docker load -i FILE), or pass --image with an image the engine has")
+        try:
+            events = self.client.api.pull(repo, tag=tag or "latest", stream=True, decode=True, platform=PLATFORM)
+            _follow_pull(events, failed)
+        except APIError as e:
+            raise failed(_api_message(e)) from None
+        except HexbuildError:
+            raise
+        except (DockerException, OSError) as e:
+            raise failed(str(e).splitlines()[0] if str(e) else type(e).__name__) from None
+        except Exception as e:
+            if type(e).__module__.startswith(("requests", "urllib3")):
+                raise failed(str(e).splitlines()[0]) from None
+            raise
+
+    # -- the compiler cache -------------------------------------------------------------------
+    def ensure_volume(self, name: str, image: str) -> None:
+        """The named volume for ccache, writable by any build user (created once)."""
+        from docker.errors import NotFound
+
+        try:
+            self.client.api.inspect_volume(name)
+            return
+        except NotFound:
+            pass
+        self.client.api.create_volume(name, labels={"hexbuild.cache": "ccache"})
+        # A new volume is root-owned; builds run as the invoking user. Open it up once.
+        cmd = ["chmod", "1777", CACHE_DIR]
+        hc = self.client.api.create_host_config(binds={name: {"bind": CACHE_DIR, "mode": "rw"}}, network_mode="none")
+        c = self.client.api.create_container(image, cmd, user="0:0", host_config=hc, platform=PLATFORM,
+                                             use_config_proxy=False, labels={"hexbuild": "cache-init"})
+        try:
+            self.client.api.start(c["Id"])
+            rc = self.stream_client.api.wait(c["Id"])["StatusCode"]
+            if rc != 0:
+                ui.warn(f"could not make the cache volume {name} writable (chmod exited {rc})")
+        finally:
+            self._remove(c["Id"])
+
+    # -- one build container ------------------------------------------------------------------
+    def run(self, spec: ContainerSpec, log: BuildLog, *, keep: bool = False,
+            on_started: Callable[[str], None] | None = None) -> int:
+        """Create, start and wait for the build container; its log goes to ``log``. Removed
+        afterwards (also on Ctrl-C) unless ``keep``."""
+        import docker.types
+
+        api = self.client.api
+        mounts = [docker.types.Mount(m.target, m.source, type=m.type, read_only=m.read_only) for m in spec.mounts]
+        hc = api.create_host_config(mounts=mounts, network_mode=spec.network)
+        created = api.create_container(image=spec.image, command=spec.command, name=spec.name, user=spec.user,
+                                       working_dir=spec.working_dir, environment=spec.environment,
+                                       host_config=hc, platform=spec.platform, use_config_proxy=False,
+                                       labels={"hexbuild": "build"}, tty=False, stdin_open=False)
+        cid = created["Id"]
+        interrupted = False
+        try:
+            api.start(cid)
+            if on_started:
+                on_started(spec.name)
+            stream = self.stream_client.api.logs(cid, stream=True, follow=True)
+            done = threading.Event()
+            reader = threading.Thread(target=_pump, args=(stream, log, done), daemon=True, name="hexbuild-log")
+            reader.start()
+            rc = int(self.stream_client.api.wait(cid)["StatusCode"])
+            # wait() is the truth. The follow stream may not end with the container (docker-py
+            # #3084) and can miss a last line without a newline: compare with the whole log.
+            reader.join(timeout=5)
+            if not done.is_set():
+                try:
+                    stream.close()
+                except Exception:
+                    pass
+                reader.join(timeout=2)
+            full = api.logs(cid, stdout=True, stderr=True, stream=False)
+            if not done.is_set():
+                log.replace(full)
+            elif len(full) > log.fed_bytes:
+                log.feed(full[log.fed_bytes:])
+            return rc
+        except BaseException:
+            interrupted = True
+            raise
+        finally:
+            if not keep:
+                self._remove(cid)
+            elif interrupted:
+                try:
+                    api.kill(cid)
+                except Exception:
+                    pass
+
+    def _remove(self, cid: str) -> None:
+        from docker.errors import NotFound
+
+        try:
+            self.client.api.remove_container(cid, force=True, v=True)
+        except NotFound:
+            pass
+        except Exception as e:  # the build's own error matters more; say what is left behind
+            ui.warn(f"could not remove container {cid[:12]}: {e}")
+
+
+def _pump(stream: Any, log: BuildLog, done: threading.Event) -> None:
+    try:
+        for chunk in stream:
+            log.feed(chunk)
+        done.set()
+    except Exception:
+        pass  # closed under us, or the daemon went away: wait() reports what happened
+
+
+def _follow_pull(events: Any, failed: Callable[[str], HexbuildError]) -> None:
+    """Draw one progress task per layer from the pull's event stream; raise on ``error``."""
+    with ui.progress() as progress:
+        tasks: dict[str, int] = {}
+        totals: dict[str, float] = {}
+        for ev in events:
+            if not isinstance(ev, dict):
+                continue
+            if "error" in ev:
+                detail = ev.get("errorDetail") or {}
+                raise failed(str(detail.get("message") or ev["error"]).strip())
+            layer = ev.get("id")
+            status = str(ev.get("status", ""))
+            if not layer or not _LAYER.fullmatch(layer):  # whole-image events ("Pulling from ...")
+                if status:
+                    ui.detail(status)
+                continue
+            if layer not in tasks:
+                tasks[layer] = progress.add_task(f"layer {layer}", total=None)
+            detail = ev.get("progressDetail") or {}
+            if status.startswith("Downloading") and detail.get("total"):
+                totals[layer] = float(detail["total"])
+                progress.update(tasks[layer], completed=detail.get("current", 0), total=totals[layer])
+            elif status in ("Download complete", "Pull complete", "Already exists"):
+                total = totals.get(layer, 1.0)
+                progress.update(tasks[layer], completed=total, total=total)
+
+
+def _platform(attrs: dict[str, Any]) -> str:
+    return f"{attrs.get('Os', '?')}/{attrs.get('Architecture', '?')}"
+
+
+def _image_info(ref: str, attrs: dict[str, Any], *, pulled: bool) -> ImageInfo:
+    digests = attrs.get("RepoDigests") or []
+    repo = ref.split("@", 1)[0]
+    name = repo.rsplit(":", 1)[0] if ":" in repo.rsplit("/", 1)[-1] else repo
+    digest = next((d for d in digests if d.split("@", 1)[0] == name), digests[0] if digests else attrs["Id"])
+    return ImageInfo(reference=ref, digest=digest, id=attrs["Id"], os=attrs.get("Os", ""),
+                     arch=attrs.get("Architecture", ""), pulled=pulled)
+
+
+def _api_message(e: Exception) -> str:
+    explanation = getattr(e, "explanation", None)
+    text = explanation if isinstance(explanation, str) and explanation else str(e)
+    return text.strip().splitlines()[0] if text.strip() else type(e).__name__
+
+
+def is_digest_pinned(ref: str) -> bool:
+    return bool(_DIGEST.search(ref))

@@ -1,0 +1,401 @@
+"""Virtual Snapdragon phones (real AOSP adbd), a private adb server, and a real sshd.
+
+- ``adb_server`` (session): a private adb server on a free port; ANDROID_ADB_SERVER_PORT points
+  every adb client of this test session (the adb binary and hexbuild) at it, so tests never touch
+  a user's server. Stopped with ``adb -P PORT kill-server``.
+- ``make_device(soc=..., ...)`` (per test) / ``phones`` (session, three SoCs): each device is an
+  ``adbd`` (ADBD_PORT=<free port>, never 5554/5555) under ``unshare -m`` with its own DEVROOT
+  bind-mounted at /data/local/tmp (or a small tmpfs for "disk full") and a bin dir with a
+  ``getprop`` that answers like a phone. ``adb connect`` makes it a device; teardown disconnects
+  and stops adbd by PID.
+- ``make_locked_phone()``: an *unauthorized* phone. Debian's adbd is built for Linux with
+  authentication compiled out (it logs "authentication not required"; there is no
+  ro.adb.secure), so the locked phone is emulated one layer down, at the adb wire protocol: a
+  listener that answers the server's CNXN with AUTH TOKEN challenges forever, as a phone
+  whose owner never accepts the RSA prompt does. The adb client and server are the real ones,
+  and they report "unauthorized" themselves.
+- An *offline* device is a real one whose adbd was killed (``VirtualDevice.kill()``).
+- ``sshd_host`` (session): sshd on 127.0.0.1 with its own host key, authorized_keys for a
+  generated client key, user root, a known_hosts file for the client, and
+  ``SetEnv ANDROID_ADB_SERVER_PORT`` so that `adb` there reaches the virtual devices (adb+ssh).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+SOCS = {  # ro.soc.model → (ro.board.platform, marketing name)
+    "SM8650": ("pineapple", "Snapdragon 8 Gen 3 phone"),
+    "SM8550": ("kalama", "Snapdragon 8 Gen 2 phone"),
+    "SM8750": ("sun", "Snapdragon 8 Elite phone"),
+}
+GETPROP = """#!/bin/sh
+# getprop of a virtual phone (written by tests/infra/devices.py)
+case "$1" in
+  ro.soc.model) echo {soc};;
+  ro.board.platform) echo {platform};;
+  ro.product.model) echo '{model}';;
+  ro.product.cpu.abi) echo arm64-v8a;;
+  ro.product.manufacturer) echo QTI;;
+  sys.boot_completed) echo 1;;
+  '') printf '[ro.soc.model]: [%s]\\n[ro.board.platform]: [%s]\\n' {soc} {platform};;
+  *) echo;;
+esac
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port: int, timeout: float = 10.0, proc: subprocess.Popen | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"process {proc.pid} exited with {proc.returncode} before listening on {port}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on 127.0.0.1:{port} after {timeout}s")
+
+
+def _need(program: str, package: str) -> str:
+    path = shutil.which(program) or (f"/usr/sbin/{program}" if Path(f"/usr/sbin/{program}").exists() else None)
+    if not path:
+        pytest.fail(f"{program} is missing: run scripts/setup-test-env.sh (installs {package})")
+    return path
+
+
+# -- the adb server -------------------------------------------------------------------------------
+@dataclass
+class AdbServer:
+    port: int
+    home: Path
+    adb: str
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "ANDROID_ADB_SERVER_PORT": str(self.port), "HOME": str(self.home)}
+
+    def __call__(self, *args: str, timeout: float = 20, check: bool = True) -> subprocess.CompletedProcess:
+        cp = subprocess.run([self.adb, "-P", str(self.port), *args], capture_output=True, text=True,
+                            timeout=timeout, env=self.env)
+        if check and cp.returncode != 0:
+            raise RuntimeError(f"adb {' '.join(args)} failed: {cp.stdout}{cp.stderr}")
+        return cp
+
+    def states(self) -> dict[str, str]:
+        out = self("devices", check=False).stdout
+        return {p[0]: p[1] for p in (line.split() for line in out.splitlines()[1:]) if len(p) >= 2}
+
+    def wait_state(self, serial: str, state: str | None, timeout: float = 15.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.states().get(serial) == state:
+                return
+            time.sleep(0.1)
+        raise RuntimeError(f"{serial} did not reach state {state} (now {self.states().get(serial)})")
+
+    def stop(self) -> None:
+        self("kill-server", check=False)
+
+
+def start_adb_server(tmp: Path) -> AdbServer:
+    adb = _need("adb", "adb")
+    home = tmp / "adb-home"
+    home.mkdir(parents=True, exist_ok=True)
+    server = AdbServer(free_port(), home, adb)
+    server("start-server", timeout=30)
+    return server
+
+
+@pytest.fixture(scope="session")
+def adb_server(tmp_path_factory):
+    server = start_adb_server(tmp_path_factory.mktemp("adb-server"))
+    old = os.environ.get("ANDROID_ADB_SERVER_PORT")
+    os.environ["ANDROID_ADB_SERVER_PORT"] = str(server.port)
+    yield server
+    server.stop()
+    if old is None:
+        os.environ.pop("ANDROID_ADB_SERVER_PORT", None)
+    else:
+        os.environ["ANDROID_ADB_SERVER_PORT"] = old
+
+
+# -- virtual phones ----------------------------------------------------------------------------------
+@dataclass
+class VirtualDevice:
+    server: AdbServer
+    root: Path  # DEVROOT: tmp/ is the phone's /data/local/tmp, bin/ holds getprop
+    port: int
+    soc: str
+    disk_kb: int | None = None
+    proc: subprocess.Popen | None = None
+    log: Path | None = None
+    _started: list = field(default_factory=list)
+
+    @property
+    def serial(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def tmp(self) -> Path:
+        """The phone's /data/local/tmp as this machine sees it (through adbd's mount namespace,
+        so a tmpfs mounted only there is visible too)."""
+        if self.disk_kb and self.proc and self.proc.poll() is None:
+            return Path(f"/proc/{self.proc.pid}/root/data/local/tmp")
+        return self.root / "tmp"
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def start(self) -> None:
+        adbd = _need("adbd", "adbd")
+        Path("/data/local/tmp").mkdir(parents=True, exist_ok=True)  # the mount point
+        if self.disk_kb:
+            mount_tmp = f"mount -t tmpfs -o size={self.disk_kb}k hexbuild-test /data/local/tmp"
+        else:
+            mount_tmp = 'mount --bind "$DEVROOT/tmp" /data/local/tmp'
+        script = (f'mount --make-rprivate / && {mount_tmp} && mount --bind "$DEVROOT/bin" /usr/local/sbin '
+                  f'&& exec "$ADBD"')
+        self.log = self.root / "adbd.log"
+        env = {**os.environ, "ADBD_PORT": str(self.port), "DEVROOT": str(self.root), "ADBD": adbd}
+        with open(self.log, "ab") as log:
+            # unshare and sh exec: the Popen PID is adbd's own
+            self.proc = subprocess.Popen(["unshare", "-m", "sh", "-c", script], cwd="/", env=env,
+                                         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        wait_port(self.port, proc=self.proc)
+        self.server("connect", self.serial)
+        self.server.wait_state(self.serial, "device")
+
+    def kill(self) -> None:
+        """Pull the plug: SIGKILL adbd (the server then reports the device offline)."""
+        if self.proc and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
+
+    def restart(self) -> None:
+        self.kill()
+        self.start()
+
+    def stop(self) -> None:
+        self.server("disconnect", self.serial, check=False)
+        self.kill()
+
+    def shell(self, command: str) -> subprocess.CompletedProcess:
+        return self.server("-s", self.serial, "shell", command, check=False)
+
+
+def new_device(server: AdbServer, base: Path, soc: str = "SM8650", *, platform: str | None = None,
+               model: str | None = None, disk_kb: int | None = None) -> VirtualDevice:
+    platform = platform if platform is not None else SOCS.get(soc, ("", ""))[0]
+    model = model or SOCS.get(soc, ("", f"{soc} phone"))[1]
+    root = base / f"dev-{soc}-{free_port()}"
+    (root / "tmp").mkdir(parents=True)
+    (root / "bin").mkdir()
+    getprop = root / "bin" / "getprop"
+    getprop.write_text(GETPROP.format(soc=soc, platform=platform, model=model))
+    getprop.chmod(0o755)
+    dev = VirtualDevice(server, root, free_port(), soc, disk_kb)
+    dev.start()
+    return dev
+
+
+@pytest.fixture
+def make_device(adb_server, tmp_path):
+    """make_device(soc="SM8650", disk_kb=None, server=None) → a fresh VirtualDevice for this test."""
+    made: list[VirtualDevice] = []
+
+    def make(soc: str = "SM8650", *, server: AdbServer | None = None, **kw) -> VirtualDevice:
+        dev = new_device(server or adb_server, tmp_path, soc, **kw)
+        made.append(dev)
+        return dev
+
+    yield make
+    for dev in made:
+        dev.stop()
+
+
+@pytest.fixture(scope="session")
+def phones(adb_server, tmp_path_factory):
+    """Three long-lived phones: SM8650/pineapple (v75), SM8550/kalama (v73), SM8750/sun (v79)."""
+    base = tmp_path_factory.mktemp("phones")
+    devs = {soc: new_device(adb_server, base, soc) for soc in ("SM8650", "SM8550", "SM8750")}
+    yield devs
+    for dev in devs.values():
+        dev.stop()
+
+
+@pytest.fixture
+def private_adb_server(tmp_path, monkeypatch):
+    """A second, empty adb server for tests that need to own the whole device list (--all)."""
+    server = start_adb_server(tmp_path)
+    monkeypatch.setenv("ANDROID_ADB_SERVER_PORT", str(server.port))
+    yield server
+    server.stop()
+
+
+# -- a locked (unauthorized) phone ----------------------------------------------------------------------
+A_CNXN, A_AUTH, AUTH_TOKEN, AUTH_SIGNATURE = 0x4E584E43, 0x48545541, 1, 2
+
+
+class LockedPhone:
+    """Speaks the adb wire protocol as a phone that requires auth and never gets it accepted."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen()
+        self.port = self.sock.getsockname()[1]
+        self.closed = False
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    @property
+    def serial(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @staticmethod
+    def _message(cmd: int, arg0: int, arg1: int, data: bytes = b"") -> bytes:
+        return struct.pack("<6I", cmd, arg0, arg1, len(data), sum(data) & 0xFFFFFFFF, cmd ^ 0xFFFFFFFF) + data
+
+    def _serve(self) -> None:
+        while not self.closed:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
+
+    def _handle(self, conn: socket.socket) -> None:
+        with conn:
+            while True:
+                head = self._read(conn, 24)
+                if head is None:
+                    return
+                cmd, arg0, _, length, _, _ = struct.unpack("<6I", head)
+                if length and self._read(conn, length) is None:
+                    return
+                if cmd == A_CNXN or (cmd == A_AUTH and arg0 == AUTH_SIGNATURE):
+                    conn.sendall(self._message(A_AUTH, AUTH_TOKEN, 0, os.urandom(20)))
+                # AUTH RSAPUBLICKEY: the prompt would show on the phone; nobody accepts it
+
+    @staticmethod
+    def _read(conn: socket.socket, n: int) -> bytes | None:
+        buf = b""
+        while len(buf) < n:
+            try:
+                chunk = conn.recv(n - len(buf))
+            except OSError:
+                return None
+            if not chunk:
+                return None
+            buf += chunk
+        return buf
+
+    def close(self) -> None:
+        self.closed = True
+        self.sock.close()
+
+
+@pytest.fixture
+def make_locked_phone(adb_server):
+    made: list[LockedPhone] = []
+
+    def make() -> LockedPhone:
+        phone = LockedPhone()
+        made.append(phone)
+        adb_server("connect", phone.serial, check=False)  # "failed to authenticate": expected
+        adb_server.wait_state(phone.serial, "unauthorized")
+        return phone
+
+    yield make
+    for phone in made:
+        adb_server("disconnect", phone.serial, check=False)
+        phone.close()
+
+
+# -- sshd ----------------------------------------------------------------------------------------------
+@dataclass
+class SshHost:
+    host: str
+    port: int
+    user: str
+    identity: Path
+    known_hosts: Path
+    host_key_pub: Path
+    proc: subprocess.Popen
+
+    @property
+    def settings(self) -> dict:
+        """Settings for parse_target: this host trusted, the generated client key."""
+        return {"ssh.known_hosts": str(self.known_hosts), "ssh.identity": str(self.identity),
+                "ssh.timeout": 15.0, "deploy.timeout": 120.0}
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The same as HEXBUILD_* variables, for CLI runs."""
+        return {"HEXBUILD_SSH_KNOWN_HOSTS": str(self.known_hosts), "HEXBUILD_SSH_IDENTITY": str(self.identity)}
+
+
+@pytest.fixture(scope="session")
+def sshd_host(tmp_path_factory, adb_server):
+    sshd = _need("sshd", "openssh-server")
+    keygen = _need("ssh-keygen", "openssh-client")
+    d = tmp_path_factory.mktemp("sshd")
+    subprocess.run([keygen, "-q", "-t", "ed25519", "-N", "", "-f", str(d / "host_key")], check=True)
+    subprocess.run([keygen, "-q", "-t", "ed25519", "-N", "", "-C", "hexbuild-test", "-f", str(d / "client_key")],
+                   check=True)
+    shutil.copy(d / "client_key.pub", d / "authorized_keys")
+    port = free_port()
+    (d / "sshd_config").write_text(f"""ListenAddress 127.0.0.1
+Port {port}
+HostKey {d / 'host_key'}
+AuthorizedKeysFile {d / 'authorized_keys'}
+PidFile {d / 'sshd.pid'}
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PubkeyAuthentication yes
+PermitRootLogin prohibit-password
+UsePAM no
+StrictModes no
+AllowTcpForwarding yes
+Subsystem sftp internal-sftp
+SetEnv ANDROID_ADB_SERVER_PORT={adb_server.port}
+""")
+    (d / "sshd_config").chmod(0o600)
+    Path("/run/sshd").mkdir(parents=True, exist_ok=True)
+    log = open(d / "sshd.log", "ab")
+    proc = subprocess.Popen([sshd, "-D", "-e", "-f", str(d / "sshd_config")], stdout=log, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL)
+    try:
+        wait_port(port, proc=proc)
+    except RuntimeError as e:
+        pytest.fail(f"sshd did not start: {e}; log: {(d / 'sshd.log').read_text()[-2000:]}")
+    key_type, key_b64 = (d / "host_key.pub").read_text().split()[:2]
+    (d / "known_hosts").write_text(f"[127.0.0.1]:{port} {key_type} {key_b64}\n")
+    yield SshHost("127.0.0.1", port, "root", d / "client_key", d / "known_hosts", d / "host_key.pub", proc)
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    log.close()

@@ -1,0 +1,290 @@
+"""A real Docker engine for the tests, and the toolchain image it builds with.
+
+The session fixture ``docker_host`` starts its own ``dockerd`` (no bridge, no iptables) with the
+image store under ``~/.cache/hexbuild-tests/docker-data`` so images survive between runs, and
+stops it by PID at the end. The daemon's registry traffic goes to a closed loopback port
+(HTTP(S)_PROXY), so any pull fails at once and never leaves the machine.
+
+``toolchain_images`` makes the stand-in for the vendor's Snapdragon toolchain image: it imports
+the Debian rootfs that scripts/setup-test-env.sh builds (clang-19, lld-19, cmake, ninja) and
+builds ``docker/Dockerfile.toolchain-fixture`` on it (NDK and Hexagon SDK stand-ins), tagged like
+the vendor's image. It is rebuilt only when the files under docker/ change.
+
+Set HEXBUILD_TEST_DOCKER_HOST to use an engine you started yourself instead.
+The benchmark (benchmarks/build_overhead.py) uses the same functions outside pytest.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import hashlib
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+DOCKER_DIR = REPO / "docker"
+FIXTURE_DOCKERFILE = "Dockerfile.toolchain-fixture"
+
+BASE_IMAGE = "hexbuild.test/toolchain-rootfs:bookworm"
+ANDROID_IMAGE = "hexbuild.test/snapdragon-toolchain/arm64-android:v0.7"
+LINUX_IMAGE = "hexbuild.test/snapdragon-toolchain/arm64-linux:v0.7"
+CONTEXT_LABEL = "hexbuild.test.context"
+# A port nothing listens on: the daemon's registry requests are refused on loopback.
+DEAD_PROXY = "http://127.0.0.1:9"
+
+
+class InfraError(Exception):
+    """Infrastructure that is missing or busy; the message says what to run."""
+
+
+def cache_dir() -> Path:
+    env = os.environ.get("HEXBUILD_TEST_CACHE")
+    base = Path(env) if env else Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "hexbuild-tests"
+    base.mkdir(parents=True, exist_ok=True)
+    return base
+
+
+@dataclass
+class DockerDaemon:
+    cache: Path
+    pid: int | None = None
+    proc: subprocess.Popen | None = None
+    lock_fd: int | None = None
+    run_dir: Path = field(default_factory=lambda: Path(f"/tmp/hbx-{os.getpid()}"))
+
+    @property
+    def data_root(self) -> Path:
+        return self.cache / "docker-data"
+
+    @property
+    def pidfile(self) -> Path:
+        return self.cache / "dockerd.pid"
+
+    @property
+    def socket(self) -> Path:
+        return self.run_dir / "docker.sock"
+
+    @property
+    def host(self) -> str:
+        return f"unix://{self.socket}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.cache / "dockerd.log"
+
+    def start(self, timeout: float = 60.0) -> None:
+        dockerd = _which("dockerd")
+        self._lock()
+        self._check_stale()
+        self.data_root.mkdir(parents=True, exist_ok=True)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ)
+        for k in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):
+            env[k] = DEAD_PROXY
+        env.pop("NO_PROXY", None)
+        env.pop("no_proxy", None)
+        env["PATH"] = env.get("PATH", "") + ":/usr/sbin:/usr/bin:/sbin"
+        argv = [dockerd, "--data-root", str(self.data_root), "--exec-root", str(self.run_dir / "exec"),
+                "-H", self.host, "--pidfile", str(self.pidfile), "--bridge=none", "--iptables=false",
+                "--ip-masq=false", "--userland-proxy=false"]
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     env=env, start_new_session=True)
+        log.close()
+        self.pid = self.proc.pid
+        deadline = time.monotonic() + timeout
+        import docker
+
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise InfraError(f"dockerd exited with {self.proc.returncode}; its log ({self.log_path}) ends:\n"
+                                 + _tail(self.log_path))
+            if self.socket.exists():
+                try:
+                    docker.DockerClient(base_url=self.host, timeout=5).ping()
+                    return
+                except Exception:
+                    pass
+            time.sleep(0.2)
+        self.stop()
+        raise InfraError(f"dockerd did not answer on {self.socket} within {timeout:g}s; log:\n" + _tail(self.log_path))
+
+    def stop(self) -> None:
+        try:
+            if self.proc is not None and self.proc.poll() is None:
+                os.kill(self.proc.pid, signal.SIGTERM)
+                try:
+                    self.proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    os.kill(self.proc.pid, signal.SIGKILL)
+                    self.proc.wait(timeout=10)
+        finally:
+            self.proc = None
+            subprocess.run(["rm", "-rf", str(self.run_dir)], check=False)
+            if self.lock_fd is not None:
+                os.close(self.lock_fd)
+                self.lock_fd = None
+
+    def _lock(self) -> None:
+        path = self.cache / "docker-data.lock"
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            os.close(fd)
+            if e.errno in (errno.EAGAIN, errno.EACCES):
+                raise InfraError(f"another test session's dockerd is using {self.data_root} (lock {path} is held); "
+                                 "wait for it to finish, or set HEXBUILD_TEST_CACHE to another directory") from None
+            raise
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self.lock_fd = fd
+
+    def _check_stale(self) -> None:
+        """A dockerd left running by a killed session still owns the data root: say so, by PID."""
+        if not self.pidfile.exists():
+            return
+        try:
+            pid = int(self.pidfile.read_text().strip() or "0")
+        except ValueError:
+            pid = 0
+        cmdline = b""
+        if pid:
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                cmdline = b""
+        if b"dockerd" in cmdline and str(self.data_root).encode() in cmdline:
+            raise InfraError(f"a dockerd from an earlier test run (pid {pid}) still uses {self.data_root}; "
+                             f"stop it with `kill {pid}` and run the tests again")
+        self.pidfile.unlink(missing_ok=True)
+
+
+def _which(program: str) -> str:
+    for d in os.environ.get("PATH", "").split(":") + ["/usr/sbin", "/usr/bin", "/sbin"]:
+        p = Path(d) / program
+        if p.is_file() and os.access(p, os.X_OK):
+            return str(p)
+    raise InfraError(f"{program} not found: run scripts/setup-test-env.sh (it installs docker.io)")
+
+
+def _tail(path: Path, n: int = 20) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
+    except OSError:
+        return "(no log)"
+
+
+# --- images -------------------------------------------------------------------------------
+
+def rootfs_tar(cache: Path, wait: float = 1200.0) -> Path:
+    """The toolchain rootfs tarball; waits while scripts/setup-test-env.sh is still writing it."""
+    tar = cache / "toolchain-rootfs.tar"
+    deadline = time.monotonic() + wait
+    while not (tar.is_file() and tar.stat().st_size > 0):
+        in_progress = (cache / "toolchain-rootfs.tar.part").exists() or (cache / "toolchain-rootfs").is_dir()
+        if not in_progress:
+            raise InfraError(f"{tar} is missing: run scripts/setup-test-env.sh (it builds the toolchain rootfs)")
+        if time.monotonic() > deadline:
+            raise InfraError(f"{tar} still not written after {wait:g}s; is scripts/setup-test-env.sh running?")
+        time.sleep(5)
+    return tar
+
+
+def context_hash() -> str:
+    """Content (and modes) of everything the fixture image is built from."""
+    h = hashlib.sha256()
+    for p in sorted(DOCKER_DIR.rglob("*")):
+        if p.is_file():
+            h.update(str(p.relative_to(DOCKER_DIR)).encode() + b"\0")
+            h.update(oct(p.stat().st_mode & 0o777).encode() + b"\0")
+            h.update(p.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def _image_label(client, ref: str, label: str) -> str | None:
+    import docker.errors
+
+    try:
+        img = client.images.get(ref)
+    except docker.errors.ImageNotFound:
+        return None
+    return (img.labels or {}).get(label, "")
+
+
+def ensure_toolchain_images(client, cache: Path) -> dict[str, str]:
+    """Import the rootfs and build the fixture toolchain images unless they are up to date."""
+    import docker.errors
+
+    if _image_label(client, BASE_IMAGE, CONTEXT_LABEL) is None:
+        tar = rootfs_tar(cache)
+        repo, tag = BASE_IMAGE.rsplit(":", 1)
+        client.api.import_image_from_file(str(tar), repository=repo, tag=tag)
+        if _image_label(client, BASE_IMAGE, CONTEXT_LABEL) is None:
+            raise InfraError(f"importing {tar} did not produce {BASE_IMAGE}")
+    want = context_hash()
+    for target, ref in (("arm64-android", ANDROID_IMAGE), ("arm64-linux", LINUX_IMAGE)):
+        if _image_label(client, ref, CONTEXT_LABEL) == want:
+            continue
+        try:
+            client.images.build(path=str(DOCKER_DIR), dockerfile=FIXTURE_DOCKERFILE, target=target, tag=ref,
+                                buildargs={"BASE": BASE_IMAGE}, labels={CONTEXT_LABEL: want},
+                                network_mode="none", rm=True, forcerm=True, pull=False)
+        except docker.errors.BuildError as e:
+            lines = [str(c.get("stream") or c.get("error") or "").rstrip() for c in e.build_log]
+            raise InfraError(f"building {ref} failed: {e}\n" + "\n".join(l for l in lines if l)[-3000:]) from None
+    return {"android": ANDROID_IMAGE, "linux": LINUX_IMAGE, "base": BASE_IMAGE}
+
+
+# --- pytest fixtures --------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def docker_host():
+    """The URL of a running test Docker engine (unix socket)."""
+    external = os.environ.get("HEXBUILD_TEST_DOCKER_HOST")
+    if external:
+        yield external
+        return
+    daemon = DockerDaemon(cache_dir())
+    try:
+        daemon.start()
+    except InfraError as e:
+        pytest.fail(str(e), pytrace=False)
+    try:
+        yield daemon.host
+    finally:
+        daemon.stop()
+
+
+@pytest.fixture(scope="session")
+def docker_client(docker_host):
+    import docker
+
+    client = docker.DockerClient(base_url=docker_host, timeout=120)
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def toolchain_images(docker_client) -> dict[str, str]:
+    """{"android": ref, "linux": ref, "base": ref} of the fixture toolchain images."""
+    try:
+        return ensure_toolchain_images(docker_client, cache_dir())
+    except InfraError as e:
+        pytest.fail(str(e), pytrace=False)
+
+
+@pytest.fixture
+def docker_env(docker_host, monkeypatch):
+    """DOCKER_HOST pointing at the test engine, for code under test that reads the environment."""
+    monkeypatch.setenv("DOCKER_HOST", docker_host)
+    for k in ("DOCKER_TLS_VERIFY", "DOCKER_CERT_PATH", "DOCKER_CONTEXT"):
+        monkeypatch.delenv(k, raising=False)
+    return docker_host

@@ -1,0 +1,53 @@
+"""Stand-ins for llama.cpp tools, for run/bench/launch-script tests: ``argv_echo`` (a C program
+built here with the system cc that reports its argv, cwd and GGML_* environment hex-encoded) and
+``fake_llama_bench`` (a POSIX sh script printing genuine llama-bench JSONL records)."""
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+TOOLS = Path(__file__).resolve().parent.parent / "tools"
+
+
+@pytest.fixture(scope="session")
+def argv_echo(tmp_path_factory) -> Path:
+    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang-19")
+    if not cc:
+        pytest.fail("no C compiler (cc) to build tests/tools/argv_echo.c: run scripts/setup-test-env.sh")
+    out = tmp_path_factory.mktemp("argv-echo") / "argv_echo"
+    subprocess.run([cc, "-O2", "-Wall", "-Werror", "-o", str(out), str(TOOLS / "argv_echo.c")], check=True)
+    return out
+
+
+@pytest.fixture(scope="session")
+def fake_llama_bench() -> Path:
+    return TOOLS / "fake_llama_bench.sh"
+
+
+def decode_echo(stdout: bytes | str) -> dict:
+    """argv_echo's report → {"argv": [str...], "cwd": str, "env": {name: str}}."""
+    if isinstance(stdout, bytes):
+        stdout = stdout.decode()
+    line = next(l for l in stdout.splitlines() if l.startswith('{"argv"'))
+    raw = json.loads(line)
+    text = lambda h: bytes.fromhex(h).decode("utf-8", "surrogateescape")  # noqa: E731
+    return {"argv": [text(a) for a in raw["argv"]], "cwd": text(raw["cwd"]),
+            "env": {k: text(v) for k, v in raw["env"].items()}}
+
+
+def make_install(root: Path, tools: dict[str, Path], *, manifest: dict | None = None) -> Path:
+    """A minimal llama.cpp install: bin/<name> for each tool, an empty lib/, and optionally
+    .hexbuild/manifest.json (what hexbuild deploy leaves there)."""
+    (root / "bin").mkdir(parents=True, exist_ok=True)
+    (root / "lib").mkdir(exist_ok=True)
+    for name, src in tools.items():
+        dst = root / "bin" / name
+        shutil.copyfile(src, dst)
+        dst.chmod(0o755)
+    if manifest is not None:
+        (root / ".hexbuild").mkdir(exist_ok=True)
+        (root / ".hexbuild" / "manifest.json").write_text(json.dumps(manifest))
+    return root

@@ -1,0 +1,357 @@
+"""hexbuild build, end to end: the fixture project (tests/fixtures/llama-mini) built in the test
+toolchain image on a real Docker engine, as a subprocess like a user runs it; dry runs of the
+real llama.cpp trees; and the local engine on this machine with the same toolchain stand-ins.
+Every build works on a copy of the fixture in a temporary directory."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from hexbuild.build import BuildOptions, image_is_older, plan_build
+from hexbuild.errors import UsageError
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURE = REPO / "tests" / "fixtures" / "llama-mini"
+TOOLCHAIN = REPO / "docker" / "toolchain-fixture"
+CACHE = Path(os.environ.get("HEXBUILD_TEST_CACHE") or Path.home() / ".cache" / "hexbuild-tests")
+LLAMA = {v: CACHE / f"llama-cpp-python-{v}" / "vendor" / "llama.cpp" for v in ("0.3.20", "0.3.36")}
+USER = (1000, 1000)
+
+
+def hexbuild(*args: str, env: dict[str, str] | None = None, docker_host: str | None = None,
+             timeout: float = 300) -> subprocess.CompletedProcess:
+    full = {k: v for k, v in os.environ.items() if not k.startswith(("HEXBUILD_", "DOCKER_"))}
+    full["DOCKER_HOST"] = docker_host or "unix:///nonexistent/docker.sock"
+    full.update(env or {})
+    return subprocess.run([sys.executable, "-m", "hexbuild", *args], capture_output=True, text=True,
+                          timeout=timeout, env=full, cwd="/")
+
+
+def fixture_copy(tmp_path: Path, owner: tuple[int, int] | None = USER) -> Path:
+    dst = tmp_path / "llama-mini"
+    shutil.copytree(FIXTURE, dst)
+    if owner:
+        for p in [dst, *dst.rglob("*")]:
+            os.lchown(p, *owner)
+    return dst
+
+
+def containers(client) -> list[str]:
+    return [c.name for c in client.containers.list(all=True) if c.name.startswith("hexbuild-")]
+
+
+def result_json(cp: subprocess.CompletedProcess) -> dict:
+    assert cp.stdout.strip(), cp.stderr
+    return json.loads(cp.stdout)
+
+
+# -- dry runs: no daemon -------------------------------------------------------------------------
+def test_dry_run_json_needs_no_daemon(tmp_path):
+    src = fixture_copy(tmp_path, owner=None)
+    cp = hexbuild("build", "-s", str(src), "--dry-run", "--json", "--user", "1000:1000", "--htp", "v73")
+    assert cp.returncode == 0, cp.stderr
+    data = result_json(cp)
+    c = data["container"]
+    assert c["image"] == "hexbuild.test/snapdragon-toolchain/arm64-android:v0.7"
+    assert c["platform"] == "linux/amd64" and c["network"] == "none" and c["user"] == "1000:1000"
+    assert c["working_dir"] == "/workspace"
+    assert {"type": "bind", "source": str(src), "target": "/workspace", "read_only": False} in c["mounts"]
+    assert [m["type"] for m in c["mounts"]] == ["bind", "volume"]
+    assert set(c["env"]) == {"HOME", "CCACHE_DIR", "CMAKE_BUILD_PARALLEL_LEVEL"}
+    assert c["command"][:2] == ["sh", "-c"] and "cmake --preset arm64-android-snapdragon-release" in c["command"][2]
+    assert c["docker_run"].startswith("docker run --rm --name hexbuild-build-")
+    assert data["htp_versions"] == ["v73"] and data["htp_all"] == ["v68", "v69", "v73"]
+    assert data["presets"]["action"] == "copy"
+    assert not (src / "build-snapdragon").exists() and not (src / "CMakeUserPresets.json").exists()
+
+
+@pytest.mark.parametrize("version,os_name,image_tail,htp,install", [
+    ("0.3.36", "android", "/arm64-android:v0.7", ["v73", "v75", "v79", "v81"], "pkg-android/llama.cpp"),
+    ("0.3.36", "linux", "/arm64-linux:v0.7", ["v73", "v75", "v79", "v81"], "pkg-linux"),
+    ("0.3.20", "android", "/arm64-android:v0.3", ["v68", "v69", "v73", "v75", "v79", "v81"], "pkg-snapdragon/llama.cpp"),
+])
+def test_dry_run_of_a_real_llama_cpp_tree(version, os_name, image_tail, htp, install):
+    tree = LLAMA[version]
+    if not tree.is_dir():
+        pytest.fail(f"{tree} is missing: run scripts/setup-test-env.sh", pytrace=False)
+    cp = hexbuild("build", "-s", str(tree), "--os", os_name, "--dry-run", "--json")
+    assert cp.returncode == 0, cp.stderr
+    data = result_json(cp)
+    c = data["container"]
+    assert c["image"].endswith(image_tail) and data["image_source"].startswith("docs/backend/snapdragon/")
+    assert data["preset"] == f"arm64-{os_name}-snapdragon-release"
+    assert c["user"] == f"{os.getuid()}:{os.getgid()}"
+    assert c["mounts"][0] == {"type": "bind", "source": str(tree.resolve()), "target": "/workspace", "read_only": False}
+    assert data["htp_versions"] == htp
+    assert data["install_dir"] == install
+    # Linux gets its own build directory: llama.cpp's docs give both OSes build-snapdragon
+    assert data["build_dir"] == ("build-snapdragon-linux" if os_name == "linux" else "build-snapdragon")
+    assert f"--prefix {install}.hexbuild-partial" in c["command"][2]
+
+
+def test_relwithdebinfo_uses_the_revisions_preset_or_the_release_one():
+    new = result_json(hexbuild("build", "-s", str(LLAMA["0.3.36"]), "--build-type", "relwithdebinfo",
+                               "--dry-run", "--json"))
+    assert new["preset"] == "arm64-android-snapdragon-relwithdebinfo"
+    assert "-DCMAKE_BUILD_TYPE" not in " ".join(new["commands"][0])
+    old = result_json(hexbuild("build", "-s", str(LLAMA["0.3.20"]), "--build-type", "relwithdebinfo",
+                               "--dry-run", "--json"))
+    assert old["preset"] == "arm64-android-snapdragon-release"
+    assert "-DCMAKE_BUILD_TYPE=RelWithDebInfo" in old["commands"][0]
+
+
+@pytest.mark.parametrize("args,expect", [
+    (["--os", "linux"], "no Snapdragon preset for linux"),           # 0.3.20 has no Linux presets
+    (["--htp", "v99"], "not an HTP version this revision builds"),
+    (["--htp", "seventy"], "unknown HTP version"),
+    (["--build-dir", "/tmp/elsewhere"], "must be inside the checkout"),
+    (["--image", "Not An Image"], "is not an image reference"),
+    (["--user", "1000:1000; rm -rf /"], "expected UID[:GID]"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, expect):
+    cp = hexbuild("build", "-s", str(LLAMA["0.3.20"]), "--dry-run", *args)
+    assert cp.returncode == 2, cp.stderr
+    assert expect in cp.stderr and "Traceback" not in cp.stderr
+    assert len([l for l in cp.stderr.splitlines() if l.startswith("hexbuild: error")]) == 1
+
+
+def test_user_presets_without_the_preset_stop_the_build(tmp_path):
+    src = fixture_copy(tmp_path, owner=None)
+    (src / "CMakeUserPresets.json").write_text(json.dumps({"version": 5, "configurePresets": [{"name": "mine"}]}))
+    cp = hexbuild("build", "-s", str(src), "--dry-run")
+    assert cp.returncode == 2 and "differs from docs/backend/snapdragon/CMakeUserPresets.json" in cp.stderr
+    assert json.loads((src / "CMakeUserPresets.json").read_text())["configurePresets"] == [{"name": "mine"}]
+
+
+def test_env_passthrough_shows_names_never_values(tmp_path):
+    src = fixture_copy(tmp_path, owner=None)
+    cp = hexbuild("build", "-s", str(src), "--dry-run", "--json",
+                  env={"HEXBUILD_BUILD_ENV_PASSTHROUGH": "HBX_TOKEN,HBX_UNSET", "HBX_TOKEN": "hunter2"})
+    assert cp.returncode == 0, cp.stderr
+    data = result_json(cp)
+    assert data["container"]["env_passthrough"] == ["HBX_TOKEN"]
+    assert "hunter2" not in cp.stdout + cp.stderr
+    cp = hexbuild("build", "-s", str(src), "--dry-run", env={"HEXBUILD_BUILD_ENV_PASSTHROUGH": "HOME"})
+    assert cp.returncode == 2 and "set by hexbuild" in cp.stderr
+
+
+def test_image_is_older_compares_tags_of_the_same_repository():
+    pin = "registry.test/snapdragon-toolchain/arm64-android:v0.7"
+    assert image_is_older("registry.test/snapdragon-toolchain/arm64-android:v0.3", pin)
+    assert not image_is_older("registry.test/snapdragon-toolchain/arm64-android:v0.8", pin)
+    assert not image_is_older("other/arm64-linux:v0.1", pin)
+    assert not image_is_older(pin, pin) and not image_is_older(None, pin)
+
+
+def test_options_from_settings_follow_config_precedence(tmp_path, monkeypatch):
+    from hexbuild.config import load
+
+    src = fixture_copy(tmp_path, owner=None)
+    (src / "hexbuild.toml").write_text('[build]\nos = "linux"\nhtp = ["v73"]\njobs = 3\n')
+    s = load(flags={"source": str(src), "build.jobs": 5}, env={"HEXBUILD_BUILD_PULL": "never"})
+    opts = BuildOptions.from_settings(s)
+    assert (opts.os, opts.htp, opts.jobs, opts.pull) == ("linux", ["v73"], 5, "never")
+    plan = plan_build(opts)
+    assert plan.image == "hexbuild.test/snapdragon-toolchain/arm64-linux:v0.7"
+    assert plan.build_dir == "build-snapdragon-linux" and plan.install_dir == "pkg-linux"
+    with pytest.raises(UsageError):
+        plan_build(BuildOptions(source=src, os="windows"))
+
+
+# -- real builds on the test engine ------------------------------------------------------------------
+def test_build_as_another_user_gives_a_verified_package_they_own(tmp_path, docker_host, toolchain_images,
+                                                                 docker_client):
+    src = fixture_copy(tmp_path)
+    (src / "CMakeLists.txt").write_text((src / "CMakeLists.txt").read_text()
+                                        + 'message(STATUS "passed=[$ENV{HBX_MARK}] leaked=[$ENV{HBX_SECRET}]")\n')
+    cp = hexbuild("build", "-s", str(src), "--user", "1000:1000", "--json", docker_host=docker_host,
+                  env={"HEXBUILD_BUILD_ENV_PASSTHROUGH": "HBX_MARK", "HBX_MARK": "m4rk", "HBX_SECRET": "x"})
+    assert cp.returncode == 0, cp.stderr
+    data = result_json(cp)
+    pkg = Path(data["package"])
+    assert pkg == src / "pkg-snapdragon" / "llama.cpp"
+    assert data["status"] == "ok" and data["verify"]["ok"] and data["os"] == "android"
+    assert data["htp_versions"] == ["v68", "v69", "v73"] and data["preset"] == "arm64-android-snapdragon-release"
+    assert data["image"] == toolchain_images["android"]
+    assert data["digest"] == docker_client.images.get(toolchain_images["android"]).id
+    libs = sorted(p.name for p in (pkg / "lib").iterdir())
+    assert libs == ["libggml-base.so", "libggml-hexagon.so", "libggml-htp-v68.so", "libggml-htp-v69.so",
+                    "libggml-htp-v73.so", "libggml.so", "libllama.so"]
+    assert sorted(p.name for p in (pkg / "bin").iterdir()) == ["llama-bench", "llama-cli", "llama-completion"]
+    for p in [pkg, *pkg.rglob("*"), src / "build-snapdragon", Path(data["log"])]:
+        assert (p.stat().st_uid, p.stat().st_gid) == USER, p
+    manifest = json.loads((pkg / "manifest.json").read_text())
+    assert manifest["image"] == {"reference": toolchain_images["android"], "digest": data["digest"]}
+    assert manifest["preset"] == data["preset"] and manifest["htp_versions"] == ["v68", "v69", "v73"]
+    log = Path(data["log"]).read_text()
+    assert "passed=[m4rk] leaked=[]" in log and "[40/40]" in log
+    assert not (src / "CMakeUserPresets.json").exists()       # the copy is gone again
+    assert not list(src.glob("pkg-snapdragon/*.hexbuild-*"))  # no staging left
+    assert not containers(docker_client)
+
+    # again, up to date: same package, replaced as a whole
+    stale = pkg / "lib" / "libstale.so"
+    stale.write_bytes(b"")
+    cp = hexbuild("build", "-s", str(src), "--user", "1000:1000", "--json", docker_host=docker_host)
+    assert cp.returncode == 0, cp.stderr
+    assert not stale.exists()
+
+
+def test_htp_subset_builds_only_those_and_a_full_build_restores_all(tmp_path, docker_host, toolchain_images):
+    src = fixture_copy(tmp_path)
+    cp = hexbuild("build", "-s", str(src), "--user", "1000:1000", "--htp", "v73", "--json", docker_host=docker_host)
+    assert cp.returncode == 0, cp.stderr
+    data = result_json(cp)
+    assert data["htp_versions"] == ["v73"] and data["verify"]["expected_htp"] == ["v73"]
+    pkg = Path(data["package"])
+    assert sorted(p.name for p in (pkg / "lib").glob("libggml-htp-*")) == ["libggml-htp-v73.so"]
+    built = src / "build-snapdragon" / "ggml" / "src" / "ggml-hexagon"
+    assert sorted(p.name for p in built.glob("libggml-htp-*.so")) == ["libggml-htp-v73.so"]
+    assert "Performing build step for 'htp-v68'" not in Path(data["log"]).read_text()
+
+    cp = hexbuild("build", "-s", str(src), "--user", "1000:1000", "--json", docker_host=docker_host)
+    assert cp.returncode == 0, cp.stderr
+    data = result_json(cp)
+    assert sorted(p.name for p in (pkg / "lib").glob("libggml-htp-*")) == [
+        "libggml-htp-v68.so", "libggml-htp-v69.so", "libggml-htp-v73.so"]
+    assert "-UCMAKE_PROJECT_ggml_INCLUDE" in Path(data["log"]).read_text()
+
+
+def test_compile_error_exits_4_with_the_last_lines(tmp_path, docker_host, toolchain_images, docker_client):
+    src = fixture_copy(tmp_path)
+    cli = src / "tools" / "cli" / "cli.c"
+    cli.write_text(cli.read_text().replace("return llama_matmul_check()", "return llama_matmul_check( +"))
+    cp = hexbuild("build", "-s", str(src), "--user", "1000:1000", "--json", docker_host=docker_host)
+    assert cp.returncode == 4, cp.stderr
+    assert "cmake --build failed (exit 1)" in cp.stderr and "Traceback" not in cp.stderr
+    assert "cli.c" in cp.stderr and "error:" in cp.stderr          # the tail is shown
+    err = result_json(cp)["error"]
+    assert err["type"] == "build" and err["exit_code"] == 4
+    assert any("error:" in line for line in err["details"]["log_tail"])
+    assert Path(err["details"]["log"]).is_file()
+    assert not (src / "pkg-snapdragon" / "llama.cpp").exists()     # nothing half-installed
+    assert not containers(docker_client)
+
+
+def test_missing_hexagon_sdk_gets_its_hint_and_a_kept_container_idles(tmp_path, docker_host, toolchain_images,
+                                                                      docker_client):
+    """The bare rootfs image has clang but no SDK: the fixture stops with llama.cpp's own message."""
+    src = fixture_copy(tmp_path)
+    cp = hexbuild("build", "-s", str(src), "--os", "linux", "--image", toolchain_images["base"], "--user",
+                  "1000:1000", "--keep-container", docker_host=docker_host)
+    try:
+        assert cp.returncode == 4, cp.stderr
+        assert "Make sure HEXAGON_SDK_ROOT point to the correct Hexagon SDK installation" in cp.stderr
+        assert "hint: the image has no Hexagon SDK" in cp.stderr
+        kept = containers(docker_client)
+        assert len(kept) == 1 and f"docker exec -it {kept[0]} bash" in cp.stderr
+        c = docker_client.containers.get(kept[0])
+        c.start()
+        time.sleep(0.5)
+        c.reload()
+        assert c.status == "running"                               # idles instead of building again
+        assert c.exec_run(["true"]).exit_code == 0
+    finally:
+        for name in containers(docker_client):
+            docker_client.containers.get(name).remove(force=True)
+
+
+def test_wrong_arch_skel_fails_verification_with_exit_5(tmp_path, docker_host, toolchain_images, docker_client):
+    src = fixture_copy(tmp_path)
+    tc = src / "ggml" / "src" / "ggml-hexagon" / "htp" / "cmake-toolchain.cmake"
+    tc.write_text(tc.read_text().replace("${V_ARCH}", "v68"))   # every skel built for v68
+    cp = hexbuild("build", "-s", str(src), "--user", "1000:1000", "--json", docker_host=docker_host)
+    assert cp.returncode == 5, cp.stderr
+    err = result_json(cp)["error"]
+    assert err["type"] == "verify" and "libggml-htp-v69.so" in err["message"] and "arch" in err["message"]
+    assert not err["details"]["verify"]["ok"]
+    assert not (Path(src / "pkg-snapdragon" / "llama.cpp") / "manifest.json").exists()
+    assert not containers(docker_client)
+
+
+def test_missing_library_fails_verification(tmp_path, docker_host, toolchain_images):
+    src = fixture_copy(tmp_path)
+    cm = src / "src" / "CMakeLists.txt"
+    cm.write_text("\n".join(l for l in cm.read_text().splitlines() if not l.startswith("install(")) + "\n")
+    cp = hexbuild("build", "-s", str(src), "--user", "1000:1000", docker_host=docker_host)
+    assert cp.returncode == 5, cp.stderr
+    assert "libllama.so" in cp.stderr and "unresolved" in cp.stderr
+
+
+def test_ctrl_c_removes_the_container_and_exits_130(tmp_path, docker_host, toolchain_images, docker_client):
+    src = fixture_copy(tmp_path)
+    with open(src / "CMakeLists.txt", "a") as f:
+        f.write("add_custom_target(slow ALL COMMAND sleep 120)\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HEXBUILD_", "DOCKER_"))}
+    env["DOCKER_HOST"] = docker_host
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        proc = subprocess.Popen([sys.executable, "-m", "hexbuild", "build", "-s", str(src), "--user", "1000:1000"],
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd="/")
+        try:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                log = src / "build-snapdragon" / "hexbuild-build.log.part"
+                if log.exists() and "sleep 120" in log.read_text(errors="replace") or \
+                        (log.exists() and "Building C object" in log.read_text(errors="replace")):
+                    break
+                assert proc.poll() is None, proc.communicate()
+                time.sleep(0.2)
+            assert containers(docker_client), "the build container should be running"
+            t0 = time.monotonic()
+            proc.send_signal(sig)
+            out, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert proc.returncode == 130, err
+        assert time.monotonic() - t0 < 30
+        assert "interrupted; the build container was removed" in err and "Traceback" not in err
+        assert not containers(docker_client)
+        assert not (src / "CMakeUserPresets.json").exists()
+        assert (src / "build-snapdragon" / "hexbuild-build.log").exists()
+
+
+def test_daemon_down_is_exit_3_and_one_line(tmp_path):
+    src = fixture_copy(tmp_path, owner=None)
+    cp = hexbuild("build", "-s", str(src), docker_host=f"unix://{tmp_path}/dead.sock")
+    assert cp.returncode == 3
+    errors = [l for l in cp.stderr.splitlines() if l.startswith("hexbuild: error:")]
+    assert len(errors) == 1 and "no Docker engine answers" in errors[0] and "Traceback" not in cp.stderr
+    assert not (src / "build-snapdragon").exists()
+
+
+def test_absent_image_that_cannot_be_pulled_is_exit_3_naming_it(tmp_path, docker_host, docker_client):
+    src = fixture_copy(tmp_path)
+    image = "hexbuild.test/snapdragon-toolchain/arm64-android:v9.9"
+    cp = hexbuild("build", "-s", str(src), "--image", image, "--json", docker_host=docker_host)
+    assert cp.returncode == 3
+    err = result_json(cp)["error"]
+    assert image in err["message"] and "docker pull" in err["hint"]
+    cp = hexbuild("build", "-s", str(src), "--image", image, "--pull", "never", docker_host=docker_host)
+    assert cp.returncode == 3 and "--pull never" in cp.stderr
+    assert not containers(docker_client)
+
+
+def test_local_engine_runs_the_same_commands_here(tmp_path):
+    """--engine local in an environment that has the toolchain: this machine's clang-19, cmake
+    and ninja with the same NDK and Hexagon SDK stand-ins the test image carries."""
+    src = fixture_copy(tmp_path, owner=None)
+    env = {"ANDROID_NDK_ROOT": str(TOOLCHAIN / "android-ndk"), "HEXAGON_SDK_ROOT": str(TOOLCHAIN / "hexagon-sdk"),
+           "HEXAGON_TOOLS_ROOT": str(TOOLCHAIN / "hexagon-sdk" / "tools" / "HEXAGON_Tools" / "19.0.07")}
+    cp = hexbuild("build", "-s", str(src), "--engine", "local", "--htp", "v69,v73", "--json", env=env)
+    assert cp.returncode == 0, cp.stderr
+    data = result_json(cp)
+    assert data["image"] is None and data["verify"]["ok"] and data["htp_versions"] == ["v69", "v73"]
+    manifest = json.loads((Path(data["package"]) / "manifest.json").read_text())
+    assert manifest["engine"] == "local" and manifest["image"] == {"reference": None, "digest": None}
+    log = Path(data["log"]).read_text()
+    assert f"-DCMAKE_PROJECT_ggml_INCLUDE={src}/build-snapdragon/hexbuild-htp-select.cmake" in log
