@@ -119,6 +119,55 @@ def annotate(diagnostics: Iterable[Diagnostic], *, severities: tuple[str, ...] =
     return n
 
 
+# How much of a failed build's log is searched for compiler errors.
+LOG_TAIL_BYTES = 256 * 1024
+
+
+def build_log_text(details: Mapping[str, Any]) -> str:
+    """The end of a failed build's log: the log file BuildFailed names (its last 256 KiB),
+    else the tail the error carries."""
+    path = details.get("log")
+    if isinstance(path, str) and path:
+        try:
+            with open(path, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - LOG_TAIL_BYTES))
+                return f.read().decode("utf-8", "replace")
+        except OSError:
+            pass
+    tail = details.get("log_tail")
+    if isinstance(tail, list):
+        return "\n".join(str(v) for v in tail)
+    return tail if isinstance(tail, str) else ""
+
+
+def repo_path(rel: str, source: Path, env: Mapping[str, str] | None = None) -> str:
+    """A checkout-relative path made relative to the repository GitHub checked out
+    (GITHUB_WORKSPACE) when the checkout is a subdirectory of it."""
+    env = os.environ if env is None else env
+    workspace = env.get("GITHUB_WORKSPACE")
+    if rel.startswith("/") or not workspace:
+        return rel
+    try:
+        sub = source.resolve().relative_to(Path(workspace).resolve())
+    except ValueError:
+        return rel
+    return (sub / rel).as_posix() if str(sub) != "." else rel
+
+
+def annotate_build_log(details: Mapping[str, Any], source: Path, container_root: str) -> list[Diagnostic]:
+    """Annotate the errors in a failed build's log (BuildFailed.details: ``log``, ``log_tail``)
+    on the checkout's files; returns the errors found."""
+    text = build_log_text(details)
+    if not text:
+        return []
+    roots = [container_root, str(source.resolve()), str(source)]
+    diags = [d for d in parse_diagnostics(text, roots=roots) if d.severity == "error"]
+    diags = [Diagnostic(repo_path(d.file, source), d.line, d.col, d.severity, d.message) for d in diags]
+    annotate(diags)
+    return diags
+
+
 # -- GitHub step summary ---------------------------------------------------------------------
 def step_summary_path(env: Mapping[str, str] | None = None) -> Path | None:
     """Where GitHub Actions collects this step's markdown summary, when running there."""
@@ -171,8 +220,18 @@ def release_summary(report: Mapping[str, Any]) -> str:
         meta.append("OS " + ", ".join(report["os"]))
     meta.append(f"exit code {report.get('exit_code')}")
     lines += [" · ".join(meta), ""]
-    if report.get("error"):
-        lines += [f"> **error:** {_cell(report['error'].get('message'))}", ""]
+    err = report.get("error") or {}
+    if err:
+        lines += [f"> **error:** {_cell(err.get('message'))}"]
+        if err.get("hint"):
+            lines += [">", f"> hint: {_cell(err['hint'])}"]
+        lines.append("")
+        diags = (err.get("details") or {}).get("diagnostics") or []
+        if diags:
+            lines += ["### Build errors", ""]
+            lines += _table(["file", "line", "message"],
+                            [[f"`{d['file']}`", d["line"], d["message"]] for d in diags[:MAX_ANNOTATIONS]])
+            lines.append("")
 
     stages = report.get("stages") or []
     lines += ["### Stages", ""]

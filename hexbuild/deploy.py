@@ -97,8 +97,14 @@ class Package:
 
 
 def load_package(path: Path) -> Package:
-    """A package directory (the install prefix) or a release tarball from ``hexbuild package``."""
-    from .artifacts import build_manifest, load_meta
+    """A package directory (the install prefix) or a release tarball from ``hexbuild package``.
+
+    Files, modes and metadata come from the artifacts module (``scan``/``assemble``, the same
+    records ``build_manifest`` makes, without the ELF details deploy does not use); hashes come
+    through a cache keyed by (size, mtime, ctime, inode), so a redeploy after one library
+    changed re-hashes that library, not the whole gigabyte. Files modified in the last two
+    seconds are never served from the cache (the "racy git" rule)."""
+    from .artifacts.manifest import assemble, load_meta, scan
 
     path = Path(path).expanduser()
     if not path.exists():
@@ -112,7 +118,12 @@ def load_package(path: Path) -> Package:
         root = _extract(path, Path(tmp.name))
     try:
         meta = load_meta(root, strict=False)
-        manifest = build_manifest(root, meta)
+        entries = [e for e in scan(root) if e.kind != "dir"]
+        with HashCache() as cache:
+            digests = cache.many([e.target if e.kind == "symlink" else e.path for e in entries])
+        records = [{"path": e.rel, "size": size, "sha256": digest, "mode": f"{e.mode:04o}"}
+                   for e, (size, digest) in zip(entries, digests)]
+        manifest = assemble(meta, records)
     except BaseException:
         if tmp is not None:
             tmp.cleanup()
@@ -128,6 +139,74 @@ def load_package(path: Path) -> Package:
             tmp.cleanup()
         raise UsageError(f"package {path} has no files")
     return Package(root, files, {k: v for k, v in manifest.items() if k != "files"}, tmp)
+
+
+class HashCache:
+    """sha256 of local files, remembered across runs in ~/.cache/hexbuild/sha256.json."""
+
+    RACY_S = 2.0
+    MAX_ENTRIES = 20000
+
+    def __init__(self) -> None:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+        self.file = base / "hexbuild" / "sha256.json"
+        try:
+            data = json.loads(self.file.read_text("utf-8"))
+            self.data = data if isinstance(data, dict) else {}
+        except (OSError, ValueError):
+            self.data = {}
+        self.dirty = False
+
+    def __enter__(self) -> "HashCache":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.save()
+
+    def one(self, path: Path) -> tuple[int, str]:
+        return self.many([path])[0]
+
+    def many(self, paths: Sequence[Path]) -> list[tuple[int, str]]:
+        from .artifacts.manifest import sha256_file
+
+        stats = [p.stat() for p in paths]
+        keys = [str(Path(p).resolve()) for p in paths]
+        stamps = [[st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino] for st in stats]
+        out: list[tuple[int, str] | None] = []
+        todo = []
+        for i, (key, stamp) in enumerate(zip(keys, stamps)):
+            hit = self.data.get(key)
+            if isinstance(hit, list) and len(hit) == 5 and hit[:4] == stamp:
+                out.append((stamp[0], hit[4]))
+            else:
+                out.append(None)
+                todo.append(i)
+        if todo:
+            workers = min(4, (os.cpu_count() or 1) + 1, len(todo))
+            with ThreadPoolExecutor(max_workers=workers) as pool:  # sha256 releases the GIL
+                results = list(pool.map(lambda i: sha256_file(paths[i]), todo))
+            now = time.time_ns()
+            for i, (size, digest) in zip(todo, results):
+                out[i] = (size, digest)
+                racy = now - max(stamps[i][1], stamps[i][2]) < self.RACY_S * 1e9
+                if not racy and size == stamps[i][0]:
+                    self.data[keys[i]] = [*stamps[i], digest]
+                    self.dirty = True
+        return [o for o in out if o is not None]
+
+    def save(self) -> None:
+        if not self.dirty:
+            return
+        if len(self.data) > self.MAX_ENTRIES:  # forget files that are gone
+            self.data = {k: v for k, v in self.data.items() if os.path.exists(k)}
+        try:
+            self.file.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.file.with_name(f".{self.file.name}.{os.getpid()}.{threading.get_ident()}")
+            tmp.write_text(json.dumps(self.data), "utf-8")
+            os.replace(tmp, self.file)
+        except OSError:
+            pass  # a cache that cannot be written only costs time
+        self.dirty = False
 
 
 def _extract(tarball: Path, into: Path) -> Path:
@@ -252,36 +331,9 @@ def _local_model(path: Path) -> _Model:
         raise UsageError(f"model file not found: {path}")
     if not path.name.endswith(".gguf"):
         raise UsageError(f"not a .gguf model file: {path}")
-    size, digest = cached_sha256(path)
+    with HashCache() as cache:
+        size, digest = cache.one(path)
     return _Model(path, path.name, size, digest)
-
-
-def cached_sha256(path: Path) -> tuple[int, str]:
-    """(size, sha256) of a local file, cached by (size, mtime, inode): multi-GB models are hashed
-    once, not on every deploy."""
-    from .artifacts.manifest import sha256_file
-
-    st = path.stat()
-    key = str(path.resolve())
-    stamp = [st.st_size, st.st_mtime_ns, st.st_ino]
-    cache_file = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "hexbuild" / "sha256.json"
-    try:
-        cache = json.loads(cache_file.read_text("utf-8"))
-    except (OSError, ValueError):
-        cache = {}
-    hit = cache.get(key)
-    if isinstance(hit, list) and hit[:3] == stamp and len(hit) == 4:
-        return st.st_size, hit[3]
-    size, digest = sha256_file(path)
-    cache[key] = [*stamp, digest]
-    try:
-        cache_file.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache_file.with_name(f".{cache_file.name}.{os.getpid()}.{threading.get_ident()}")
-        tmp.write_text(json.dumps(cache), "utf-8")
-        os.replace(tmp, cache_file)
-    except OSError:
-        pass  # a cache that cannot be written only costs time
-    return size, digest
 
 
 def _checkpoint(target: Target, name: str) -> None:
@@ -366,7 +418,7 @@ def deploy_one(target: Target, pkg: Package | None, models: list[_Model], opts: 
         res.previous = plan.previous
         _check_space(target, info, dest, models_dir, plan, model_plan)
         if opts.dry_run:
-            res.plan = {"push": sorted(plan.push), "link": len(plan.link), "keep": len(plan.keep),
+            res.plan = {"push": sorted(plan.push), "link": len(plan.link), "copy": len(plan.copy), "keep": len(plan.keep),
                         "remove": sorted(plan.stale), "repair": sorted(plan.repair),
                         "models_push": [m.name for m in model_plan.push], "release": res.release,
                         "swap": plan.swap, "bytes_to_push": plan.push_bytes + model_plan.push_bytes}
@@ -521,6 +573,7 @@ class _Plan:
     in_place: bool  # the release is already live: repair only
     keep: set[str] = field(default_factory=set)  # already right in the staged release
     link: set[str] = field(default_factory=set)  # hard-linked from the live release
+    copy: set[str] = field(default_factory=set)  # copied on the device from the live release
     push: set[str] = field(default_factory=set)  # sent over the wire
     repair: set[str] = field(default_factory=set)  # in-place: replaced one by one, atomically
     fix_mode: set[str] = field(default_factory=set)  # kept, but with the wrong mode
@@ -530,10 +583,11 @@ class _Plan:
     swap: bool = False
     previous: str | None = None
     push_bytes: int = 0
+    sizes: dict[str, int] = field(default_factory=dict)  # of the files copied on the device
 
 
-def _matches(f: RemoteFile | None, want: PackageFile, *, need_hash: bool = True) -> bool:
-    if f is None or f.size != want.size or (f.mode & 0o7777) != want.mode:
+def _matches(f: RemoteFile | None, want: PackageFile, *, need_hash: bool = True, ignore_mode: bool = False) -> bool:
+    if f is None or f.size != want.size or (not ignore_mode and (f.mode & 0o7777) != want.mode):
         return False
     return not need_hash or f.sha256 == want.sha256
 
@@ -571,11 +625,15 @@ def _plan(target: Target, lay: _Layout, live: _Live, staged_snap: Any, want: dic
                 plan.fix_mode.add(rel)  # pushed before a cut-off run reached its chmod
         elif _matches(live.files.get(rel), w):
             plan.link.add(rel)
+        elif _matches(live.files.get(rel), w, ignore_mode=True):
+            plan.copy.add(rel)  # same bytes, other mode: copied on the device, never re-sent
+            plan.fix_mode.add(rel)
         else:
             plan.push.add(rel)
     plan.junk = set(staged) - plan.keep
     plan.stale = set(live.files) - set(want)
     plan.push_bytes = sum(want[r].size for r in plan.push)
+    plan.sizes = {r: want[r].size for r in plan.copy}
     return plan
 
 
@@ -632,7 +690,8 @@ def _manifest_of_index(raw: bytes | None) -> dict[str, Any]:
 
 def _check_space(target: Target, info: DeviceInfo, dest: str, models_dir: str, plan: _Plan,
                  model_plan: _ModelPlan) -> None:
-    need_dest = plan.push_bytes + RESERVE if (plan.push or plan.repair) else 0
+    copied = sum(plan.sizes.get(r, 0) for r in plan.copy)
+    need_dest = plan.push_bytes + copied + RESERVE if (plan.push or plan.repair or plan.copy) else 0
     need_models = model_plan.push_bytes + RESERVE if model_plan.push else 0
     if not need_dest and not need_models:
         return
@@ -687,6 +746,7 @@ while [ $# -gt 0 ]; do
     rm) rm -f "$2";;
     dir) mkdir -p "$2";;
     ln) ln -f "$L/$2" "$2";;
+    cp) cp "$L/$2" "$2";;
     *) echo "unknown staging step $1" >&2; exit 2;;
   esac
   shift 2
@@ -746,10 +806,12 @@ def _apply(target: Target, lay: _Layout, live: _Live, plan: _Plan, want: dict[st
         ops += ["rm", MANIFEST]  # the release is being changed: no longer complete
     for rel in sorted(plan.junk):
         ops += ["rm", rel]
-    for d in sorted({posixpath.dirname(r) for r in plan.push | plan.link} - {""} | {".hexbuild"}):
+    for d in sorted({posixpath.dirname(r) for r in plan.push | plan.link | plan.copy} - {""} | {".hexbuild"}):
         ops += ["dir", d]
     for rel in sorted(plan.link):
         ops += ["ln", rel]
+    for rel in sorted(plan.copy):
+        ops += ["cp", rel]
     for chunk in batches(ops, group=2):
         target.sh(_STAGE, R, live.root or R, *chunk, what="staging the new release")
     _checkpoint(target, "linked")

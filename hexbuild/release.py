@@ -46,8 +46,6 @@ STAGE_ERRORS: dict[str, type[HexbuildError]] = {
 # A smoke command is a quick check, not a benchmark; its log's tail is shown in the CI log.
 SMOKE_TIMEOUT = 600.0
 SMOKE_LOG_LINES = 40
-# How much of a failed build's log is searched for compiler errors.
-LOG_TAIL_BYTES = 256 * 1024
 
 
 @dataclass
@@ -294,6 +292,9 @@ class Release:
     def _open_targets(self) -> None:
         from .targets import parse_target
 
+        dup = next((t for t in self.opts.targets if self.opts.targets.count(t) > 1), None)
+        if dup is not None:
+            raise UsageError(f"the same target is given twice: {dup}")
         for spec in self.opts.targets:
             target = parse_target(spec, self.settings)
             self.targets.append(target)
@@ -305,15 +306,17 @@ class Release:
                                   "smoke": None, "error": None}
 
     def _remove_previous_assets(self) -> None:
-        """dist/ describes one release: the files an earlier release listed in its manifest are
-        removed (nothing else is touched)."""
-        old = self.dist / MANIFEST
-        try:
-            data = json.loads(old.read_text("utf-8"))
-        except (OSError, ValueError):
-            return
-        names = [a.get("name") for a in data.get("assets", []) if isinstance(a, dict)] if isinstance(data, dict) else []
-        for name in names + [SUMS, MANIFEST]:
+        """dist/ describes one release: the files an earlier release listed in its manifest or
+        its report are removed (nothing else is touched)."""
+        names: list[Any] = []
+        for listing, key in ((MANIFEST, "assets"), (REPORT, "artifacts")):
+            try:
+                data = json.loads((self.dist / listing).read_text("utf-8"))
+            except (OSError, ValueError):
+                continue
+            if isinstance(data, dict) and isinstance(data.get(key), list):
+                names += [a.get("name") for a in data[key] if isinstance(a, dict)]
+        for name in dict.fromkeys(names + [SUMS, MANIFEST]):
             if isinstance(name, str) and name and "/" not in name and name not in (".", ".."):
                 try:
                     (self.dist / name).unlink()
@@ -353,7 +356,7 @@ class Release:
         meta = load_meta(result.package)
         self.built[os_name] = _Built(os_name, result.package, meta, verify=result.verify)
         stage.summary = f"{result.package} in {result.duration_s:.0f}s" + (f" ({result.image})" if result.image else "")
-        stage.data["build"] = result.to_json()
+        stage.data["build"] = {k: v for k, v in result.to_json().items() if k != "verify"}  # the verify stage has it
         self._note_revision(meta)
 
     def _note_revision(self, meta: dict[str, Any]) -> None:
@@ -362,18 +365,11 @@ class Release:
             self.revision = rev
 
     def _annotate_build_failure(self, err: HexbuildError) -> None:
-        text = _log_text(err.details)
-        if not text:
-            return
         from .toolchain.spec import WORKSPACE
 
-        source = Path(self.settings["source"]).expanduser()
-        roots = [WORKSPACE, str(source.resolve()), str(source)]
-        diags = ci.parse_diagnostics(text, roots=roots)
-        diags = [dataclasses.replace(d, file=_repo_path(d.file, source)) for d in diags]
-        n = ci.annotate(diags)
-        if n:
-            err.details = {**err.details, "diagnostics": [d.to_json() for d in diags if d.severity == "error"][:50]}
+        diags = ci.annotate_build_log(err.details, Path(self.settings["source"]).expanduser(), WORKSPACE)
+        if diags:
+            err.details = {**err.details, "diagnostics": [d.to_json() for d in diags][:50]}
 
     def _verify(self, stage: Stage) -> None:
         """The build's own verification when it ran one (its warnings were already raised),
@@ -426,15 +422,17 @@ class Release:
         ui.info(f"{name}  {human_size(result.size)}  sha256 {result.sha256}")
 
     def _checksums(self, stage: Stage) -> None:
+        from .artifacts.manifest import atomic_write
+
         manifest = {"schema": SCHEMA, "hexbuild_version": __version__, "llama_cpp_revision": self.revision,
                     "assets": [{k: a[k] for k in ("name", "os", "size", "sha256", "files", "htp_versions",
                                                   "llama_cpp", "image")} for a in self.assets]}
         manifest_bytes = (json.dumps(manifest, indent=2) + "\n").encode()
-        _atomic_write(self.dist / MANIFEST, manifest_bytes)
+        atomic_write(self.dist / MANIFEST, manifest_bytes)
         entries = [(a["sha256"], a["name"]) for a in self.assets]
         entries.append((hashlib.sha256(manifest_bytes).hexdigest(), MANIFEST))
         sums = "".join(f"{digest}  {name}\n" for digest, name in sorted(entries, key=lambda e: e[1]))
-        _atomic_write(self.dist / SUMS, sums.encode())
+        atomic_write(self.dist / SUMS, sums.encode())
         for name, data in ((MANIFEST, manifest_bytes), (SUMS, sums.encode())):
             stage.artifacts.append({"name": name, "path": str(self.dist / name), "size": len(data),
                                     "sha256": hashlib.sha256(data).hexdigest()})
@@ -553,9 +551,11 @@ class Release:
         }
 
     def _write_report(self, report: dict[str, Any] | None = None) -> None:
+        from .artifacts.manifest import atomic_write
+
         data = json.dumps(report or self.report(), indent=2, default=str) + "\n"
         try:
-            _atomic_write(self.dist / REPORT, data.encode())
+            atomic_write(self.dist / REPORT, data.encode())
         except OSError as e:
             ui.warn(f"cannot write {self.dist / REPORT}: {e.strerror or e}")
 
@@ -597,24 +597,6 @@ def _annotate_each(stage: str, failures: list[str]) -> None:
             ui.error(f"{stage}: {f}")
 
 
-def _log_text(details: dict[str, Any]) -> str:
-    """The end of a failed build's log: the log file BuildFailed names (its last 256 KiB),
-    else the tail the error carries."""
-    path = details.get("log")
-    if isinstance(path, str) and path:
-        try:
-            with open(path, "rb") as f:
-                f.seek(0, os.SEEK_END)
-                f.seek(max(0, f.tell() - LOG_TAIL_BYTES))
-                return f.read().decode("utf-8", "replace")
-        except OSError:
-            pass
-    tail = details.get("log_tail")
-    if isinstance(tail, list):
-        return "\n".join(str(v) for v in tail)
-    return tail if isinstance(tail, str) else ""
-
-
 def _verify_summary(report: dict[str, Any]) -> dict[str, Any]:
     checks = report.get("checks") or []
     return {"ok": bool(report.get("ok")), "checks_total": len(checks), "warnings": report.get("warnings", 0),
@@ -625,38 +607,6 @@ def _verify_summary(report: dict[str, Any]) -> dict[str, Any]:
 def _verify_text(v: dict[str, Any]) -> str:
     return (f"{v['checks_total']} checks, {v['failures']} failed, {v['warnings']} warnings; "
             f"HTP {' '.join(v['htp_versions']) or 'none'}")
-
-
-def _repo_path(rel: str, source: Path) -> str:
-    """A path relative to the checkout, made relative to the repository GitHub checked out
-    (GITHUB_WORKSPACE) when the checkout is a subdirectory of it."""
-    if rel.startswith("/"):
-        return rel
-    workspace = os.environ.get("GITHUB_WORKSPACE")
-    if not workspace:
-        return rel
-    try:
-        sub = source.resolve().relative_to(Path(workspace).resolve())
-    except ValueError:
-        return rel
-    return (sub / rel).as_posix() if str(sub) != "." else rel
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    import tempfile
-
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
 
 
 def _human(report: dict[str, Any]) -> str:

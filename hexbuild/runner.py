@@ -9,6 +9,7 @@ own scripts inject. The user's own flags replace those defaults rather than dupl
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -300,6 +301,7 @@ class Invocation:
                 "command": self.command_line()}
 
 
+@functools.lru_cache(maxsize=1)
 def _jinja_env():
     import importlib.resources
 
@@ -774,7 +776,7 @@ def _prepare(target, req: RunRequest, *, offline_ok: bool) -> Prepared:
                  ubatch=str(req.ubatch), batch=req.batch, bench_output=req.bench_output, installed=installed)
     if installed is not None and "/" not in inv.tool and inv.argv[0].startswith("./bin/") \
             and inv.argv[0][len("./bin/"):] not in installed:
-        raise EnvironmentMissing(f"{inv.argv[0][2:]} is not installed at {target.spec}:{dest}",
+        raise EnvironmentMissing(f"{inv.argv[0][len('./bin/'):]} is not installed in {dest}/bin on {target.spec}",
                                  hint="deploy a build that has it")
     return Prepared(target, inv, rev, dest, prompt_upload)
 

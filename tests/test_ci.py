@@ -126,7 +126,9 @@ def _report(**over):
     report = {
         "status": "failed", "exit_code": 7, "failed_stage": "deploy", "revision": "b1234-abc",
         "os": ["android"], "strict": True, "warnings": ["verify (android): lib/x|y.so: something"],
-        "error": {"message": "deploy failed on 1 of 2 target(s): adb:B: no space left"},
+        "error": {"message": "deploy failed on 1 of 2 target(s): adb:B: no space left", "hint": "free some space",
+                  "details": {"diagnostics": [{"file": "ggml/x.c", "line": 7, "col": 3, "severity": "error",
+                                               "message": "expected ';'"}]}},
         "stages": [
             {"name": "build", "os": "android", "status": "ok", "duration_s": 61.25, "summary": "pkg", "error": None},
             {"name": "verify", "os": "android", "status": "ok", "duration_s": 0.3, "summary": "s", "error": None,
@@ -161,6 +163,7 @@ def test_release_summary_markdown():
     assert "| `adb:B` | - | ❌ failed | - | no space left |" in md
     assert "lib/x\\|y.so" in md  # a pipe in a value does not break the table
     assert "fatal (--strict)" in md
+    assert "> hint: free some space" in md and "| `ggml/x.c` | 7 | expected ';' |" in md
     ok = ci.release_summary(_report(status="ok", exit_code=0, failed_stage=None, error=None, warnings=[]))
     assert ok.startswith("## hexbuild release: succeeded") and "Warnings" not in ok
 
@@ -214,3 +217,39 @@ def test_gitlab_sections(package, tmp_path):
     starts = re.findall(r"\x1b\[0Ksection_start:\d+:(\w+)\r\x1b\[0K", cp.stderr)
     ends = re.findall(r"\x1b\[0Ksection_end:\d+:(\w+)\r\x1b\[0K", cp.stderr)
     assert starts == ends == ["build__android_", "verify__android_", "package__android_", "checksums"]
+
+
+def test_github_groups_do_not_nest(capsys):
+    """GitHub cannot nest ::group:: (the build opens its own inside the release's stage)."""
+    ui.ci = "github"
+    with ui.group("outer"):
+        with ui.group("inner"):
+            ui.info("x")
+    err = capsys.readouterr().err.splitlines()
+    assert [line for line in err if line.startswith("::")] == ["::group::outer", "::endgroup::"]
+    assert any(line.endswith("== inner") for line in err)
+    ui.ci = "gitlab"  # GitLab sections do nest
+    with ui.group("outer"):
+        with ui.group("inner"):
+            pass
+    assert capsys.readouterr().err.count("section_start:") == 2
+
+
+def test_repo_path_for_a_checkout_below_the_workspace(tmp_path):
+    src = tmp_path / "ws" / "third_party" / "llama.cpp"
+    src.mkdir(parents=True)
+    ws = {"GITHUB_WORKSPACE": str(tmp_path / "ws")}
+    assert ci.repo_path("ggml/x.c", src, ws) == "third_party/llama.cpp/ggml/x.c"
+    assert ci.repo_path("ggml/x.c", src, {"GITHUB_WORKSPACE": str(src)}) == "ggml/x.c"
+    assert ci.repo_path("ggml/x.c", src, {"GITHUB_WORKSPACE": str(tmp_path / "elsewhere")}) == "ggml/x.c"
+    assert ci.repo_path("/usr/include/x.h", src, ws) == "/usr/include/x.h"
+    assert ci.repo_path("ggml/x.c", src, {}) == "ggml/x.c"
+
+
+def test_build_log_text_prefers_the_log_file(tmp_path):
+    log = tmp_path / "hexbuild-build.log"
+    log.write_bytes(b"x" * (ci.LOG_TAIL_BYTES + 10) + b"\nlast line\n")
+    text = ci.build_log_text({"log": str(log), "log_tail": ["tail"]})
+    assert text.endswith("last line\n") and len(text) == ci.LOG_TAIL_BYTES
+    assert ci.build_log_text({"log": str(tmp_path / "gone"), "log_tail": ["a", "b"]}) == "a\nb"
+    assert ci.build_log_text({}) == ""

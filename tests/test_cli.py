@@ -115,3 +115,20 @@ def test_completion_script():
     cp = subprocess.run([sys.executable, "-m", "hexbuild", "--show-completion", "bash"], capture_output=True,
                         text=True, env=dict(os.environ, SHELL="/bin/bash"))
     assert cp.returncode == 0 and "complete" in cp.stdout
+
+
+@pytest.mark.parametrize("signame", ["SIGINT", "SIGTERM"])
+def test_interrupt_is_one_line_and_130(tmp_path, signame):
+    import signal
+    import time
+
+    script = tmp_path / "slow.py"
+    script.write_text("import sys, time\nfrom hexbuild.cli import main as m\n"
+                      "@m.app.command('slow')\ndef slow():\n    print('started', file=sys.stderr, flush=True)\n"
+                      "    time.sleep(30)\nsys.argv = ['hexbuild', 'slow']\nm.run()\n")
+    p = subprocess.Popen([sys.executable, str(script)], stderr=subprocess.PIPE, text=True)
+    assert p.stderr.readline().strip() == "started"
+    time.sleep(0.2)
+    p.send_signal(getattr(signal, signame))
+    err = p.communicate(timeout=20)[1]
+    assert p.returncode == 130 and err.strip() == "hexbuild: error: interrupted"

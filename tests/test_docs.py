@@ -184,6 +184,7 @@ jobs:
           echo hi
           hexbuild release \\
             --os android
+      - run: hexbuild release --os ${{ matrix.os }} --dist "dist/${{ matrix.os }}"
   b:
     variables: {X: "1"}
     script:
@@ -191,5 +192,7 @@ jobs:
       - echo "hexbuild inside a string is not a command"
 """)
     invocations = doccheck.yaml_invocations(data, "w.yml")
-    assert [i.argv for i in invocations] == [["release", "--os", "android"], ["doctor", "--for", "build"]]
+    assert [i.argv for i in invocations] == [["release", "--os", "android"],
+                                             ["release", "--os", "EXPRESSION", "--dist", "dist/EXPRESSION"],
+                                             ["doctor", "--for", "build"]]
     assert sorted(name for _, name in doccheck.ci_env_vars(data)) == ["HEXBUILD_BUILD_OS", "HEXBUILD_NOPE", "X"]

@@ -9,6 +9,7 @@ verify and package are the real ones.
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -145,6 +146,16 @@ def test_release_replaces_the_previous_release(packages, tmp_path):
     assert sorted(p.name for p in dist.iterdir()) == [
         "SHA256SUMS", "llama.cpp-android-unknown-hexagon.tar.gz", "manifest.json", "notes.txt",
         "release-report.json"]
+    # a release that stopped before its checksums listed its tarballs in the report only
+    cp = release("--prebuilt", f"android={packages['android']}", "--prebuilt", f"linux={packages['bad']}",
+                 "--os", "android,linux", "--dist", dist, cwd=tmp_path)
+    assert cp.returncode == errors.VERIFY_FAILED, cp.stderr
+    assert "llama.cpp-android-unknown-hexagon.tar.gz" in {a["name"] for a in report_of(dist)["artifacts"]}
+    cp = release("--prebuilt", f"linux={packages['linux']}", "--dist", dist, cwd=tmp_path)
+    assert cp.returncode == 0, cp.stderr
+    assert sorted(p.name for p in dist.iterdir()) == [
+        "SHA256SUMS", "llama.cpp-linux-unknown-hexagon.tar.gz", "manifest.json", "notes.txt",
+        "release-report.json"]
 
 
 # -- failures: each stage its own exit code, later stages skipped, the report still written ----------
@@ -227,6 +238,7 @@ def test_strict_warning_is_an_annotation_on_github(packages, tmp_path):
     (["--target", "adb:"], "malformed target"),
     (["--target", "bogus://x"], "unknown target"),
     (["--smoke", "  ", "--target", "local:/tmp/x"], "--smoke needs a command"),
+    (["-t", "local:/tmp/x", "-t", "local:/tmp/x"], "the same target is given twice"),
 ])
 def test_bad_input(packages, tmp_path, args, words):
     cp = release("--prebuilt", packages["android"], "--dist", tmp_path / "dist", *args, cwd=tmp_path)
@@ -354,6 +366,29 @@ def test_deploy_failure_skips_smoke(linux_pkg, tmp_path):
     assert devices[f"local:{bad}"]["error"] and devices[f"local:{good}"]["smoke"] is None
 
 
+@pytest.mark.device
+def test_deploy_and_smoke_on_a_phone(packages, make_device, tmp_path):
+    """A virtual phone (real adbd behind the real adb server): the Android tarball is deployed to
+    /data/local/tmp/llama.cpp and the smoke command runs there through adb shell."""
+    pkg = tmp_path / "llama.cpp"
+    subprocess.run(["cp", "-a", str(packages["android"]), str(pkg)], check=True)
+    (pkg / "bin" / "check.sh").write_text('#!/bin/sh\necho "on the phone: $ADSP_LIBRARY_PATH"\n')
+    (pkg / "bin" / "check.sh").chmod(0o755)
+    phone = make_device("SM8650")
+    dist = tmp_path / "dist"
+    cp = release("--prebuilt", pkg, "--os", "android", "--dist", dist, "-t", f"adb:{phone.serial}",
+                 "--smoke", "check.sh", env=github(tmp_path), cwd=tmp_path)
+    report = report_of(dist)
+    dev = report["devices"][0]
+    assert cp.returncode == 0, cp.stderr[-3000:]
+    assert dev["deploy"] == "ok" and dev["dest"] == "/data/local/tmp/llama.cpp"
+    assert "SM8650" in dev["device"] and dev["smoke"]["exit_code"] == 0
+    assert "  | on the phone: /data/local/tmp/llama.cpp/lib" in cp.stderr
+    assert (phone.tmp / "llama.cpp" / "lib" / "libggml-htp-v73.so").is_file()
+    assert f"| `adb:{phone.serial}` | {dev['device']} | ✅ ok | ✅ ok (exit 0) | - |" in \
+        (tmp_path / "step-summary.md").read_text()
+
+
 def test_target_of_another_os_is_refused_before_building(packages, tmp_path):
     cp = release("--prebuilt", packages["android"], "--os", "android", "--dist", tmp_path / "dist",
                  "-t", f"local:{tmp_path / 'dev'}", cwd=tmp_path)
@@ -446,6 +481,9 @@ def test_release_builds_the_fixture_project(docker_host, toolchain_images, tmp_p
     assert opened == ["build (android)", "verify (android)", "package (android)", "build (linux)",
                       "verify (linux)", "package (linux)", "checksums"]
     assert cp.stderr.count("::endgroup::") == len(opened) and "::error" not in cp.stderr
+    # no terminal: no spinner, no redraw, no colour; hexbuild's own lines are timestamped
+    assert "\r" not in cp.stderr and "\x1b" not in cp.stderr and "\x1b" not in cp.stdout
+    assert re.search(r"^\[\d\d:\d\d:\d\d\] build \(linux\): ok \(", cp.stderr, re.M)
     summary = (tmp_path / "step-summary.md").read_text()
     assert summary.startswith("## hexbuild release: succeeded")
     for a in report["artifacts"]:
@@ -476,3 +514,58 @@ def test_broken_build_stops_the_release_with_an_annotation(docker_host, toolchai
     assert report["stages"][0]["build"]["log"].endswith("hexbuild-build.log")
     assert sorted(p.name for p in dist.iterdir()) == ["release-report.json"]
     assert "failed at build (android)" in (tmp_path / "step-summary.md").read_text()
+
+
+@pytest.mark.docker
+def test_built_package_that_fails_verification_exits_5(docker_host, toolchain_images, tmp_path):
+    """The build succeeds but its skels export nothing: that is the verify stage's failure (5),
+    not the build's (4)."""
+    tree = _fixture_tree(tmp_path)
+    cmake = tree / "ggml" / "src" / "ggml-hexagon" / "htp" / "CMakeLists.txt"
+    cmake.write_text(cmake.read_text() + "target_compile_options(${TARGET_NAME} PRIVATE -fvisibility=hidden)\n")
+    dist = tmp_path / "dist"
+    cp = release("--source", tree, "--htp", "v73", "--dist", dist,
+                 env=_docker_env(tmp_path, docker_host, tree), cwd=tmp_path)
+    assert cp.returncode == errors.VERIFY_FAILED, cp.stderr[-4000:]
+    report = report_of(dist)
+    assert [(s["name"], s["status"]) for s in report["stages"]][:3] == [
+        ("build", "ok"), ("verify", "failed"), ("package", "skipped")]
+    assert report["failed_stage"] == "verify (android)" and "skel symbol" in report["error"]["message"]
+    verify = report["stages"][1]["verify"]
+    assert not verify["ok"] and verify["htp_versions"] == ["v73"]
+    assert {(p["file"], p["check"]) for p in verify["problems"] if p["status"] == "fail"} == {
+        ("lib/libggml-htp-v73.so", "skel symbol")}
+    assert sorted(p.name for p in dist.iterdir()) == ["release-report.json"]
+
+
+def _local_toolchain_env(tmp_path, tree):
+    """What the toolchain image sets, pointing at the same stand-ins on this machine (clang-19,
+    cmake and ninja are installed here): `--engine local` as docs/ci/github-local-engine.yml runs it."""
+    tc = REPO / "docker" / "toolchain-fixture"
+    return github(tmp_path, GITHUB_WORKSPACE=str(tree), ANDROID_NDK_ROOT=str(tc / "android-ndk"),
+                  HEXAGON_SDK_ROOT=str(tc / "hexagon-sdk"),
+                  HEXAGON_TOOLS_ROOT=str(tc / "hexagon-sdk" / "tools" / "HEXAGON_Tools" / "19.0.07"))
+
+
+def test_release_with_the_local_engine(tmp_path):
+    tree = _fixture_tree(tmp_path)
+    dist = tmp_path / "dist"
+    cp = release("--engine", "local", "--os", "android", "--htp", "v73", "--source", tree, "--dist", dist,
+                 env=_local_toolchain_env(tmp_path, tree), cwd=tmp_path)
+    assert cp.returncode == 0, cp.stderr[-4000:]
+    report = report_of(dist)
+    build = report["stages"][0]["build"]
+    assert build["image"] is None and build["htp_versions"] == ["v73"]
+    assert report["artifacts"][0]["name"].startswith("llama.cpp-android-")
+    assert (dist / "SHA256SUMS").is_file()
+
+    # broken: the compiler's absolute host paths become checkout-relative annotations
+    src = tree / "ggml" / "src" / "ggml.c"
+    src.write_text(src.read_text() + "\nint broken(void) { return not_declared_here; }\n")
+    line = src.read_text().splitlines().index("int broken(void) { return not_declared_here; }") + 1
+    cp = release("--engine", "local", "--os", "android", "--htp", "v73", "--source", tree, "--dist", dist,
+                 env=_local_toolchain_env(tmp_path, tree), cwd=tmp_path)
+    assert cp.returncode == errors.BUILD_FAILED, cp.stderr[-4000:]
+    annotations = [l for l in cp.stderr.splitlines() if l.startswith("::error file=")]
+    assert annotations and annotations[0].startswith(f"::error file=ggml/src/ggml.c,line={line},col="), annotations
+    assert sorted(p.name for p in dist.iterdir()) == ["release-report.json"]  # the earlier assets are gone

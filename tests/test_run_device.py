@@ -49,8 +49,8 @@ def local_dev(tmp_path, argv_echo):
     return f"local:{dest}", dest
 
 
-def run_json(cli, tmp_path, *argv):
-    r = cli("--json", "run", "--results-dir", str(tmp_path / "results"), *argv)
+def run_json(cli, tmp_path, *argv, env=None):
+    r = cli("--json", "run", "--results-dir", str(tmp_path / "results"), *argv, env=env)
     return r, (r.json if r.out.strip() else None)
 
 
@@ -172,3 +172,116 @@ def test_arguments_reach_the_program_exactly_local(cli, tmp_path, local_dev, ext
     got = echo_report(doc["log"])["argv"]
     assert got == doc["argv"] and got[len(got) - len(extra):] == extra
     assert f"/{model}" in got[got.index("-m") + 1]
+
+
+# -- virtual Android devices (real adbd) ----------------------------------------------------------
+@pytest.fixture
+def adb_dev(phones, argv_echo, request):
+    """An install on the SM8650 (v75) phone, in a directory of this test's own."""
+    dev = phones["SM8650"]
+    dest = f"/data/local/tmp/hb-run-{request.node.name[:40]}/llama.cpp"
+    populate(f"adb:{dev.serial}", dest, {n: argv_echo for n in TOOLS})
+    return f"adb:{dev.serial}", dest, dev
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(extra=st.lists(argument, max_size=6), model=argument.filter(lambda s: s and "/" not in s))
+def test_arguments_reach_the_program_exactly_over_adb(cli, tmp_path, adb_dev, extra, model):
+    spec, dest, _ = adb_dev
+    r, doc = run_json(cli, tmp_path, "cli", "-t", spec, "--dest", dest, f"--model={model}", "--ndev", "2",
+                      "--hex-opfilter", "MUL_MAT|$(x) 'y'", "--", *extra)
+    assert r.rc == 0, r.err
+    got = echo_report(doc["log"])
+    assert got["argv"] == doc["argv"] and got["argv"][len(got["argv"]) - len(extra):] == extra
+    assert got["argv"][got["argv"].index("-m") + 1] == f"/data/local/tmp/gguf/{model}"
+    assert got["cwd"] == dest
+    assert got["env"]["GGML_HEXAGON_OPFILTER"] == "MUL_MAT|$(x) 'y'"
+    assert got["env"]["GGML_HEXAGON_NDEV"] == "2" and got["env"]["ADSP_LIBRARY_PATH"] == f"{dest}/lib"
+
+
+def test_exit_code_and_streams_over_adb(cli, tmp_path, adb_dev):
+    spec, dest, _ = adb_dev
+    r, doc = run_json(cli, tmp_path, "completion", "-t", spec, "--dest", dest, "--hex-echo-exit", "3")
+    assert r.rc == 3 and doc["exit_code"] == 3
+    assert "argv_echo: " in Path(doc["log"]).read_text()  # the device program's stderr
+
+
+def test_sessions_below_v75_are_refused_on_android(cli, tmp_path, phones, argv_echo):
+    dev = phones["SM8550"]  # v73
+    dest = "/data/local/tmp/hb-run-v73/llama.cpp"
+    populate(f"adb:{dev.serial}", dest, {"llama-cli": argv_echo})
+    r, doc = run_json(cli, tmp_path, "cli", "-t", f"adb:{dev.serial}", "--dest", dest, "--ndev", "2")
+    assert r.rc == 2 and "below v75" in doc["error"]["message"] and "v73" in doc["error"]["message"]
+    r, doc = run_json(cli, tmp_path, "cli", "-t", f"adb:{dev.serial}", "--dest", dest)
+    assert r.rc == 0, r.err
+
+
+def test_offline_device_is_environment_missing(cli, tmp_path, make_device, argv_echo):
+    dev = make_device("SM8750")
+    dest = "/data/local/tmp/llama.cpp"
+    populate(f"adb:{dev.serial}", dest, {"llama-cli": argv_echo})
+    dev.kill()
+    r, doc = run_json(cli, tmp_path, "cli", "-t", f"adb:{dev.serial}")
+    assert r.rc == 3, r.err
+    assert not (tmp_path / "results").exists()  # nothing ran, nothing half-written
+
+
+def test_run_over_ssh(cli, tmp_path, sshd_host, argv_echo):
+    dest = str(tmp_path / "board" / "llama.cpp")
+    populate(f"local:{dest}", dest, {"llama-server": argv_echo})
+    spec = f"ssh://root@127.0.0.1:{sshd_host.port}"
+    args = ["--host", "127.0.0.1", "-p", "a 'b' \"c\" $(id) `id` ; && \n é😀"]
+    r, doc = run_json(cli, tmp_path, "server", "-t", spec, "--dest", dest, "--ndev", "2", "--", *args,
+                      env=sshd_host.env)
+    assert r.rc == 0, r.err
+    got = echo_report(doc["log"])
+    assert got["argv"] == doc["argv"] and got["argv"][-len(args):] == args and got["cwd"] == dest
+    assert got["env"]["GGML_HEXAGON_NDEV"] == "2"
+
+
+def test_launch_scripts_run_on_the_device(phones, argv_echo, new_facts):
+    dev = phones["SM8750"]  # v79: several sessions allowed
+    spec, dest = f"adb:{dev.serial}", "/data/local/tmp/hb-launch/llama.cpp"
+    populate(spec, dest, {n: argv_echo for n in TOOLS})
+    scripts = runner.launch_scripts(facts=new_facts, dest=dest, models_dir="/data/local/tmp/gguf", ndev=4,
+                                    os="android", htp_arch="v79")
+    args = ["-p", "it's a \"test\" $(id) `id`; && \n é", "-t", "3", "--", ""]
+    with parse_target(spec) as t:
+        for name, text in scripts.items():
+            t.write_file(f"{dest}/scripts/{name}", text.encode(), mode=0o755)
+        got = t.capture(["sh", f"{dest}/scripts/run-completion.sh", *args], env={"M": "a b.gguf"})
+        tool = t.capture(["sh", f"{dest}/scripts/run-tool.sh", "test-backend-ops", "-o", "MUL_MAT"])
+    assert got.rc == 0, got.err
+    report = decode_echo(got.stdout)
+    argv = report["argv"]
+    assert argv[0] == "./bin/llama-completion" and argv[-len(args):] == args
+    assert argv[argv.index("-m") + 1] == "/data/local/tmp/gguf/a b.gguf"
+    assert argv.count("-t") == 1 and argv[argv.index("--device") + 1] == "HTP0,HTP1,HTP2,HTP3"
+    assert report["env"]["GGML_HEXAGON_DEVICES"] == "4" and report["cwd"] == dest
+    assert decode_echo(tool.stdout)["argv"] == ["./bin/test-backend-ops", "-b", "HTP0", "-o", "MUL_MAT"]
+
+
+def test_bench_matrix_over_two_phones(cli, tmp_path, phones, fake_llama_bench, argv_echo):
+    from tests.test_bench import expected_ts
+
+    specs = []
+    for soc in ("SM8650", "SM8750"):
+        dev = phones[soc]
+        dest = "/data/local/tmp/hb-bench/llama.cpp"
+        populate(f"adb:{dev.serial}", dest, {"llama-bench": fake_llama_bench})
+        with parse_target(f"adb:{dev.serial}") as t:
+            t.write_file("/data/local/tmp/hb-bench/gguf/m q4.gguf", b"GGUF")
+        specs += ["-t", f"adb:{dev.serial}"]
+    out = tmp_path / "bench"
+    r = cli("--json", "bench", *specs, "--dest", "/data/local/tmp/hb-bench/llama.cpp", "--models-dir",
+            "/data/local/tmp/hb-bench/gguf", "--ndev", "1,2", "--ubatch", "256,512", "--threads", "4",
+            "--model", "m q4.gguf", "--repeat", "3", "--out", str(out))
+    assert r.rc == 0, r.err
+    results = r.json["results"]
+    assert len(results) == 2 * 2 * 2 * 2  # phones × ndev × ubatch × (pp, tg)
+    assert {s["target"] for s in results} == {specs[1], specs[3]}
+    for s in results:
+        assert s["n"] == 3
+        assert s["median_ts"] == pytest.approx(expected_ts(s["kind"], s["ndev"], s["n_ubatch"], s["n_threads"]))
+    assert (out / "results.png").stat().st_size > 10_000
+    assert (out / "results.csv").read_text().count("\n") == len(results) + 1

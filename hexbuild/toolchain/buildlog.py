@@ -116,8 +116,14 @@ class BuildLog:
             return "\n".join(self.tail)
 
     def last(self, n: int = TAIL_LINES) -> list[str]:
+        """The last ``n`` lines, or, when Ninja reported a failed step (it keeps building other
+        steps, whose output follows), that step's output and the last line."""
         lines = [l for l in self.tail if l.strip()]
-        return lines[-n:]
+        failed = [i for i, l in enumerate(lines) if l.startswith("FAILED: ")]
+        if not failed or failed[-1] >= len(lines) - n:
+            return lines[-n:]
+        start = failed[-1]
+        return lines[start:start + n - 2] + ["...", lines[-1]]
 
 
 @dataclass(frozen=True)

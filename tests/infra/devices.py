@@ -15,6 +15,9 @@
   whose owner never accepts the RSA prompt does. The adb client and server are the real ones,
   and they report "unauthorized" themselves.
 - An *offline* device is a real one whose adbd was killed (``VirtualDevice.kill()``).
+- ``link_mbit=N``: a USB-like link. adbd then runs in a network namespace of its own, reached
+  over a veth pair whose both ends are shaped with a tbf qdisc to N Mbit/s; the serial is the
+  device-side veth address (10.213.x.y, a host of this test only, inside its own namespace).
 - ``sshd_host`` (session): sshd on 127.0.0.1 with its own host key, authorized_keys for a
   generated client key, user root, a known_hosts file for the client, and
   ``SetEnv ANDROID_ADB_SERVER_PORT`` so that `adb` there reaches the virtual devices (adb+ssh).
@@ -61,13 +64,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_port(port: int, timeout: float = 10.0, proc: subprocess.Popen | None = None) -> None:
+def wait_port(port: int, timeout: float = 10.0, proc: subprocess.Popen | None = None, host: str = "127.0.0.1") -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
             raise RuntimeError(f"process {proc.pid} exited with {proc.returncode} before listening on {port}")
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            with socket.create_connection((host, port), timeout=0.5):
                 return
         except OSError:
             time.sleep(0.05)
@@ -145,13 +148,51 @@ class VirtualDevice:
     port: int
     soc: str
     disk_kb: int | None = None
+    link_mbit: int | None = None
     proc: subprocess.Popen | None = None
     log: Path | None = None
     _started: list = field(default_factory=list)
 
     @property
+    def address(self) -> str:
+        if not self.link_mbit:
+            return "127.0.0.1"
+        p = self.port
+        return f"10.{213 + (p >> 14)}.{(p >> 6) & 0xFF}.{((p & 0x3F) << 2) + 2}"
+
+    @property
+    def netns(self) -> str:
+        return f"hb{self.port}"
+
+    @property
     def serial(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.address}:{self.port}"
+
+    def _make_link(self) -> None:
+        """A namespace for adbd and a shaped veth pair to it (both directions)."""
+        host_if, dev_if = f"hbh{self.port}", f"hbd{self.port}"
+        host_addr = self.address.rsplit(".", 1)[0] + "." + str(int(self.address.rsplit(".", 1)[1]) - 1)
+        rate = f"{self.link_mbit}mbit"
+        for cmd in (["ip", "netns", "add", self.netns],
+                    ["ip", "link", "add", host_if, "type", "veth", "peer", "name", dev_if],
+                    ["ip", "link", "set", dev_if, "netns", self.netns],
+                    ["ip", "addr", "add", f"{host_addr}/30", "dev", host_if],
+                    ["ip", "link", "set", host_if, "up"],
+                    ["tc", "qdisc", "add", "dev", host_if, "root", "tbf", "rate", rate, "burst", "256kb", "latency", "100ms"],
+                    ["ip", "netns", "exec", self.netns, "ip", "addr", "add", f"{self.address}/30", "dev", dev_if],
+                    ["ip", "netns", "exec", self.netns, "ip", "link", "set", dev_if, "up"],
+                    ["ip", "netns", "exec", self.netns, "ip", "link", "set", "lo", "up"],
+                    ["ip", "netns", "exec", self.netns, "tc", "qdisc", "add", "dev", dev_if, "root", "tbf", "rate", rate,
+                     "burst", "256kb", "latency", "100ms"]):
+            cp = subprocess.run(cmd, capture_output=True, text=True)
+            if cp.returncode != 0:
+                self._drop_link()
+                pytest.fail(f"cannot build the shaped link ({' '.join(cmd)}): {cp.stderr.strip()}; "
+                            "needs root, iproute2 and the tbf qdisc")
+
+    def _drop_link(self) -> None:
+        subprocess.run(["ip", "link", "del", f"hbh{self.port}"], capture_output=True)
+        subprocess.run(["ip", "netns", "del", self.netns], capture_output=True)
 
     @property
     def tmp(self) -> Path:
@@ -177,11 +218,16 @@ class VirtualDevice:
                   f'&& exec "$ADBD"')
         self.log = self.root / "adbd.log"
         env = {**os.environ, "ADBD_PORT": str(self.port), "DEVROOT": str(self.root), "ADBD": adbd}
+        argv = ["unshare", "-m", "sh", "-c", script]
+        if self.link_mbit:
+            if not Path(f"/run/netns/{self.netns}").exists():
+                self._make_link()
+            argv = ["ip", "netns", "exec", self.netns, *argv]
         with open(self.log, "ab") as log:
-            # unshare and sh exec: the Popen PID is adbd's own
-            self.proc = subprocess.Popen(["unshare", "-m", "sh", "-c", script], cwd="/", env=env,
+            # ip netns exec, unshare and sh all exec: the Popen PID is adbd's own
+            self.proc = subprocess.Popen(argv, cwd="/", env=env,
                                          stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        wait_port(self.port, proc=self.proc)
+        wait_port(self.port, proc=self.proc, host=self.address)
         self.server("connect", self.serial)
         self.server.wait_state(self.serial, "device")
 
@@ -198,13 +244,15 @@ class VirtualDevice:
     def stop(self) -> None:
         self.server("disconnect", self.serial, check=False)
         self.kill()
+        if self.link_mbit:
+            self._drop_link()
 
     def shell(self, command: str) -> subprocess.CompletedProcess:
         return self.server("-s", self.serial, "shell", command, check=False)
 
 
 def new_device(server: AdbServer, base: Path, soc: str = "SM8650", *, platform: str | None = None,
-               model: str | None = None, disk_kb: int | None = None) -> VirtualDevice:
+               model: str | None = None, disk_kb: int | None = None, link_mbit: int | None = None) -> VirtualDevice:
     platform = platform if platform is not None else SOCS.get(soc, ("", ""))[0]
     model = model or SOCS.get(soc, ("", f"{soc} phone"))[1]
     root = base / f"dev-{soc}-{free_port()}"
@@ -213,8 +261,12 @@ def new_device(server: AdbServer, base: Path, soc: str = "SM8650", *, platform: 
     getprop = root / "bin" / "getprop"
     getprop.write_text(GETPROP.format(soc=soc, platform=platform, model=model))
     getprop.chmod(0o755)
-    dev = VirtualDevice(server, root, free_port(), soc, disk_kb)
-    dev.start()
+    dev = VirtualDevice(server, root, free_port(), soc, disk_kb, link_mbit)
+    try:
+        dev.start()
+    except BaseException:
+        dev.stop()
+        raise
     return dev
 
 
