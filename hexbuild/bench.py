@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from . import runner
-from .errors import RemoteFailed, UsageError
+from .errors import HexbuildError, Interrupted, RemoteFailed, UsageError
 from .ui import ui
 
 SCHEMA = "hexbuild.bench/1"
@@ -204,20 +204,18 @@ def chart_png(summary: Sequence[dict[str, Any]], title: str) -> bytes:
     return buf.getvalue()
 
 
-def run(req: BenchRequest, settings) -> dict[str, Any]:
-    if not req.targets:
-        raise UsageError("no target: give -t TARGET (once per target) or set run.target")
-    if not req.models:
-        raise UsageError("no model: give --model NAME[,NAME...] or set run.model")
-    if req.repeat < 1:
-        raise UsageError("--repeat must be at least 1")
-    out = Path(req.out or Path(settings["run.results_dir"]) / f"bench-{runner._timestamp()}")
-    logs = out / "logs"
-    rows: list[dict[str, Any]] = []
-    runs: list[dict[str, Any]] = []
-    failures: list[dict[str, Any]] = []
-    total = len(req.targets) * len(req.ndev) * len(req.models) * req.repeat
-    done = 0
+@dataclass
+class _Planned:
+    target: str
+    ndev: int
+    model: str
+    invocation: runner.Invocation
+
+
+def plan(req: BenchRequest, settings) -> list[_Planned]:
+    """Render every configuration first, so that a bad one (a knob the revision does not read,
+    several sessions on a v73 phone, a missing llama-bench) fails before anything runs."""
+    planned = []
     for spec in req.targets:
         for ndev in req.ndev:
             for model in req.models:
@@ -227,29 +225,69 @@ def run(req: BenchRequest, settings) -> dict[str, Any]:
                     model=model, knobs=req.knobs, extra=req.extra, threads=",".join(map(str, req.threads)),
                     ubatch=",".join(map(str, req.ubatch)), batch=",".join(map(str, req.batch)) or None,
                     bench_output="jsonl", timeout=req.timeout), settings)
-                inv = prepared.invocation
-                with prepared.target as target:
+                prepared.target.close()
+                planned.append(_Planned(spec, ndev, model, prepared.invocation))
+    return planned
+
+
+def _run_once(target, p: _Planned, rep: int, req: BenchRequest, logs: Path) -> tuple[dict[str, Any], list]:
+    """One llama-bench run: its record for results.json and the JSONL rows it printed."""
+    stem = f"{runner._slug(p.target)}-ndev{p.ndev}-{runner._slug(p.model)}-r{rep}"
+    info: dict[str, Any] = {"target": p.target, "ndev": p.ndev, "model": p.model, "rep": rep,
+                            "argv": p.invocation.argv, "env": p.invocation.env}
+    try:
+        record = runner.execute(target, p.invocation, results_dir=logs, passthrough=False,
+                                timeout=req.timeout, stem=stem, save_json=False)
+    except Interrupted:
+        raise
+    except HexbuildError as e:  # a timeout or a lost device: the next run may still work
+        info.update(exit_code=None, error=e.message, log=str(logs / f"{stem}.log"), records=0)
+        return info, []
+    recs = jsonl_records(record.stdout)
+    info.update(exit_code=record.exit_code, duration_s=round(record.duration_s, 3), log=record.log,
+                records=len(recs))
+    if record.exit_code != 0:
+        return info, []
+    return info, [_row(r, target=p.target, ndev=p.ndev, model=p.model, rep=rep) for r in recs]
+
+
+def run(req: BenchRequest, settings) -> dict[str, Any]:
+    if not req.targets:
+        raise UsageError("no target: give -t TARGET (once per target) or set run.target")
+    if not req.models:
+        raise UsageError("no model: give --model NAME[,NAME...] or set run.model")
+    if req.repeat < 1:
+        raise UsageError("--repeat must be at least 1")
+    planned = plan(req, settings)
+    out = Path(req.out or Path(settings["run.results_dir"]) / f"bench-{runner._timestamp()}")
+    logs = out / "logs"
+    rows: list[dict[str, Any]] = []
+    runs: list[dict[str, Any]] = []
+    failures: list[dict[str, Any]] = []
+    total, done = len(planned) * req.repeat, 0
+    try:
+        for spec in req.targets:
+            with runner.open_target(spec, settings) as target:
+                for p in (p for p in planned if p.target == spec):
                     for rep in range(1, req.repeat + 1):
                         done += 1
-                        stem = f"{runner._slug(spec)}-ndev{ndev}-{runner._slug(model)}-r{rep}"
-                        ui.info(f"[{done}/{total}] {spec}: ndev {ndev}, {model}, run {rep}/{req.repeat}")
-                        record = runner.execute(target, inv, results_dir=logs, passthrough=False,
-                                                timeout=req.timeout, stem=stem, save_json=False)
-                        recs = jsonl_records(record.stdout)
-                        run_info = {"target": spec, "ndev": ndev, "model": model, "rep": rep,
-                                    "exit_code": record.exit_code, "duration_s": round(record.duration_s, 3),
-                                    "log": record.log, "records": len(recs), "argv": inv.argv, "env": inv.env}
-                        runs.append(run_info)
-                        if record.exit_code != 0 or not recs:
-                            failures.append(run_info)
-                            ui.warn(f"{spec}: llama-bench exited {record.exit_code} with {len(recs)} records "
-                                    f"(ndev {ndev}, {model}, run {rep}); log: {record.log}")
-                            continue
-                        rows += [_row(r, target=spec, ndev=ndev, model=model, rep=rep) for r in recs]
+                        ui.info(f"[{done}/{total}] {spec}: ndev {p.ndev}, {p.model}, run {rep}/{req.repeat}")
+                        info, got = _run_once(target, p, rep, req, logs)
+                        runs.append(info)
+                        rows += got
+                        if not got:
+                            failures.append(info)
+                            why = info.get("error") or (f"llama-bench exited {info['exit_code']} "
+                                                        f"with {info['records']} records")
+                            ui.warn(f"{spec}: {why} (ndev {p.ndev}, {p.model}, run {rep}); log: {info['log']}")
+    except Interrupted:
+        if runs:
+            write_outputs(out, req, rows, runs, summarize(rows), failures)
+        raise
     summary = summarize(rows)
     files = write_outputs(out, req, rows, runs, summary, failures)
     result = {"schema": SCHEMA, "out": str(out), "files": files, "results": summary,
-              "runs": len(runs), "failures": failures}
+              "run_count": len(runs), "failures": failures}
     if failures:
         if not ui.json:
             ui.result(result, markdown(summary, failures))

@@ -42,9 +42,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import posixpath
-import tarfile
 import tempfile
 import threading
 import time
@@ -55,181 +53,23 @@ from typing import Any, Callable, Sequence
 
 from . import __version__
 from .errors import DeployFailed, EnvironmentMissing, HexbuildError, Interrupted, UsageError
+from .deploy_models import TEMP_NAME, Model, ModelPlan, local_model, plan_models, push_models
+from .deploy_package import Package, PackageFile, default_package, load_package
+from .hashcache import HashCache
 from .targets.base import DeviceInfo, RemoteFile, Target
 from .targets.posix import batches, not_ready_message
 from .ui import human_size, ui
 
 MANIFEST = ".hexbuild/manifest.json"
-MODELS_INDEX = ".hexbuild/models.json"
 SCRIPTS_DIR = "scripts"
 RESERVE = 1 << 20  # room for manifests and directory entries beyond the file bytes
+
+__all__ = ["DeployOptions", "TargetResult", "deploy", "deploy_one", "raise_for_failures", "release_id",
+           "Package", "PackageFile", "load_package", "default_package", "HashCache"]
 
 # Tests set this to a callable(target_spec, checkpoint) that raises to cut a deploy at a step.
 FAULT_HOOK: Callable[[str, str], None] | None = None
 _cancel = threading.Event()
-
-
-# -- the package ------------------------------------------------------------------------------------
-@dataclass
-class PackageFile:
-    path: str
-    size: int
-    sha256: str
-    mode: int
-    local: Path
-
-
-@dataclass
-class Package:
-    root: Path
-    files: dict[str, PackageFile]
-    meta: dict[str, Any]
-    _tmp: tempfile.TemporaryDirectory | None = None
-
-    @property
-    def bytes(self) -> int:
-        return sum(f.size for f in self.files.values())
-
-    def close(self) -> None:
-        if self._tmp is not None:
-            self._tmp.cleanup()
-            self._tmp = None
-
-
-def load_package(path: Path) -> Package:
-    """A package directory (the install prefix) or a release tarball from ``hexbuild package``.
-
-    Files, modes and metadata come from the artifacts module (``scan``/``assemble``, the same
-    records ``build_manifest`` makes, without the ELF details deploy does not use); hashes come
-    through a cache keyed by (size, mtime, ctime, inode), so a redeploy after one library
-    changed re-hashes that library, not the whole gigabyte. Files modified in the last two
-    seconds are never served from the cache (the "racy git" rule)."""
-    from .artifacts.manifest import assemble, load_meta, scan
-
-    path = Path(path).expanduser()
-    if not path.exists():
-        raise UsageError(f"package not found: {path}", hint="build first (hexbuild build) or pass the install dir")
-    tmp = None
-    root = path
-    if path.is_file():
-        if not (path.name.endswith(".tar.gz") or path.name.endswith(".tgz")):
-            raise UsageError(f"not a package directory or .tar.gz: {path}")
-        tmp = tempfile.TemporaryDirectory(prefix="hexbuild-pkg-")
-        root = _extract(path, Path(tmp.name))
-    try:
-        meta = load_meta(root, strict=False)
-        entries = [e for e in scan(root) if e.kind != "dir"]
-        with HashCache() as cache:
-            digests = cache.many([e.target if e.kind == "symlink" else e.path for e in entries])
-        records = [{"path": e.rel, "size": size, "sha256": digest, "mode": f"{e.mode:04o}"}
-                   for e, (size, digest) in zip(entries, digests)]
-        manifest = assemble(meta, records)
-    except BaseException:
-        if tmp is not None:
-            tmp.cleanup()
-        raise
-    files = {}
-    for rec in manifest["files"]:
-        rel = rec["path"]
-        if "\n" in rel or rel.startswith(".hexbuild/") or rel == ".hexbuild":
-            raise UsageError(f"package file name not allowed: {rel!r}")
-        files[rel] = PackageFile(rel, int(rec["size"]), rec["sha256"], int(str(rec["mode"]), 8), root / rel)
-    if not files:
-        if tmp is not None:
-            tmp.cleanup()
-        raise UsageError(f"package {path} has no files")
-    return Package(root, files, {k: v for k, v in manifest.items() if k != "files"}, tmp)
-
-
-class HashCache:
-    """sha256 of local files, remembered across runs in ~/.cache/hexbuild/sha256.json."""
-
-    RACY_S = 2.0
-    MAX_ENTRIES = 20000
-
-    def __init__(self) -> None:
-        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-        self.file = base / "hexbuild" / "sha256.json"
-        try:
-            data = json.loads(self.file.read_text("utf-8"))
-            self.data = data if isinstance(data, dict) else {}
-        except (OSError, ValueError):
-            self.data = {}
-        self.dirty = False
-
-    def __enter__(self) -> "HashCache":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.save()
-
-    def one(self, path: Path) -> tuple[int, str]:
-        return self.many([path])[0]
-
-    def many(self, paths: Sequence[Path]) -> list[tuple[int, str]]:
-        from .artifacts.manifest import sha256_file
-
-        stats = [p.stat() for p in paths]
-        keys = [str(Path(p).resolve()) for p in paths]
-        stamps = [[st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino] for st in stats]
-        out: list[tuple[int, str] | None] = []
-        todo = []
-        for i, (key, stamp) in enumerate(zip(keys, stamps)):
-            hit = self.data.get(key)
-            if isinstance(hit, list) and len(hit) == 5 and hit[:4] == stamp:
-                out.append((stamp[0], hit[4]))
-            else:
-                out.append(None)
-                todo.append(i)
-        if todo:
-            workers = min(4, (os.cpu_count() or 1) + 1, len(todo))
-            with ThreadPoolExecutor(max_workers=workers) as pool:  # sha256 releases the GIL
-                results = list(pool.map(lambda i: sha256_file(paths[i]), todo))
-            now = time.time_ns()
-            for i, (size, digest) in zip(todo, results):
-                out[i] = (size, digest)
-                racy = now - max(stamps[i][1], stamps[i][2]) < self.RACY_S * 1e9
-                if not racy and size == stamps[i][0]:
-                    self.data[keys[i]] = [*stamps[i], digest]
-                    self.dirty = True
-        return [o for o in out if o is not None]
-
-    def save(self) -> None:
-        if not self.dirty:
-            return
-        if len(self.data) > self.MAX_ENTRIES:  # forget files that are gone
-            self.data = {k: v for k, v in self.data.items() if os.path.exists(k)}
-        try:
-            self.file.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.file.with_name(f".{self.file.name}.{os.getpid()}.{threading.get_ident()}")
-            tmp.write_text(json.dumps(self.data), "utf-8")
-            os.replace(tmp, self.file)
-        except OSError:
-            pass  # a cache that cannot be written only costs time
-        self.dirty = False
-
-
-def _extract(tarball: Path, into: Path) -> Path:
-    try:
-        with tarfile.open(tarball, "r:*") as tar:
-            tar.extractall(into, filter="data")
-    except (tarfile.TarError, OSError, EOFError) as e:
-        raise UsageError(f"cannot read package tarball {tarball}: {e}") from None
-    entries = [p for p in into.iterdir()]
-    return entries[0] if len(entries) == 1 and entries[0].is_dir() else into
-
-
-def default_package(source: Path, install_dir: str = "") -> Path:
-    """The install prefix of the last build in ``source``: build.install_dir, else the newest
-    of the conventional prefixes (pkg-snapdragon, pkg-android, pkg-adb, pkg-linux)."""
-    if install_dir:
-        return source / install_dir
-    found = [p for p in (source / f"pkg-{n}" / "llama.cpp" for n in ("snapdragon", "android", "adb", "linux"))
-             if p.is_dir()]
-    if not found:
-        raise UsageError(f"no built package in {source} (looked for pkg-snapdragon/llama.cpp and friends)",
-                         hint="run hexbuild build first, or pass the package: hexbuild deploy PKG --target ...")
-    return max(found, key=lambda p: p.stat().st_mtime)
 
 
 # -- options and results ---------------------------------------------------------------------------
@@ -291,7 +131,7 @@ def deploy(package: Path | Package | None, targets: list[Target], options: Deplo
     owned = package is not None and not isinstance(package, Package)
     pkg = load_package(Path(package)) if owned else package
     try:
-        models = [_local_model(Path(m)) for m in opts.models]
+        models = [local_model(Path(m)) for m in opts.models]
         results: list[TargetResult | None] = [None] * len(targets)
 
         def one(i: int) -> None:
@@ -315,25 +155,6 @@ def deploy(package: Path | Package | None, targets: list[Target], options: Deplo
     finally:
         if owned:
             pkg.close()
-
-
-@dataclass
-class _Model:
-    local: Path
-    name: str
-    size: int
-    sha256: str
-
-
-def _local_model(path: Path) -> _Model:
-    path = path.expanduser()
-    if not path.is_file():
-        raise UsageError(f"model file not found: {path}")
-    if not path.name.endswith(".gguf"):
-        raise UsageError(f"not a .gguf model file: {path}")
-    with HashCache() as cache:
-        size, digest = cache.one(path)
-    return _Model(path, path.name, size, digest)
 
 
 def _checkpoint(target: Target, name: str) -> None:
@@ -377,7 +198,7 @@ class _Live:
     files: dict[str, RemoteFile]
 
 
-def deploy_one(target: Target, pkg: Package | None, models: list[_Model], opts: DeployOptions) -> TargetResult:
+def deploy_one(target: Target, pkg: Package | None, models: list[Model], opts: DeployOptions) -> TargetResult:
     res = TargetResult(target=target.spec)
     t0 = time.monotonic()
     task = None
@@ -413,7 +234,7 @@ def deploy_one(target: Target, pkg: Package | None, models: list[_Model], opts: 
 
         live, staged = _read_live(target, lay, rid, verify=opts.verify)
         plan = _plan(target, lay, live, staged, want, rid, opts)
-        model_plan = _plan_models(target, models_dir, models)
+        model_plan = plan_models(target, models_dir, models)
         res.files_removed = len(plan.stale)
         res.previous = plan.previous
         _check_space(target, info, dest, models_dir, plan, model_plan)
@@ -444,7 +265,9 @@ def deploy_one(target: Target, pkg: Package | None, models: list[_Model], opts: 
         _apply(target, lay, live, plan, want, pkg, opts, progress, res)
         if opts.verify:
             _verify(target, lay, want, progress, res, checked_live=plan.in_place, repaired=plan.repair)
-        _push_models(target, models_dir, model_plan, progress, res)
+        done = push_models(target, models_dir, model_plan, progress, lambda name: _checkpoint(target, name))
+        res.models = done
+        res.files_pushed += sum(1 for m in done if m["status"] == "pushed")
         changed = plan.swap or res.files_pushed or res.files_removed
         res.status = "ok" if changed else "unchanged"
     except HexbuildError as e:
@@ -597,6 +420,7 @@ def _plan(target: Target, lay: _Layout, live: _Live, staged_snap: Any, want: dic
     release_name = lay.prefix + rid
     if live.release == release_name and live.manifest is not None and live.manifest.get("release") == rid:
         plan = _Plan(posixpath.join(lay.parent, release_name), in_place=True, previous=live.manifest.get("previous"))
+        plan.junk = {rel for rel in live.files if rel not in want and TEMP_NAME.match(posixpath.basename(rel))}
         for rel, w in want.items():
             f = live.files.get(rel)
             if not _matches(f, w, need_hash=opts.verify):
@@ -637,59 +461,8 @@ def _plan(target: Target, lay: _Layout, live: _Live, staged_snap: Any, want: dic
     return plan
 
 
-@dataclass
-class _ModelPlan:
-    models_dir: str
-    push: list[_Model] = field(default_factory=list)
-    skip: list[_Model] = field(default_factory=list)
-    index: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def push_bytes(self) -> int:
-        return sum(m.size for m in self.push)
-
-
-def _plan_models(target: Target, models_dir: str, models: list[_Model]) -> _ModelPlan:
-    plan = _ModelPlan(models_dir)
-    if not models:
-        return plan
-    present = target.list_files(models_dir, hashes=False)
-    plan.index = (_manifest_of_index(target.read_file(posixpath.join(models_dir, MODELS_INDEX))))
-    unsure = []
-    for m in models:
-        f = present.get(m.name)
-        if f is None or f.size != m.size:
-            plan.push.append(m)
-            continue
-        rec = plan.index.get(m.name) or {}
-        if rec.get("size") == f.size and rec.get("mtime") == f.mtime and rec.get("sha256") == m.sha256:
-            plan.skip.append(m)
-        else:
-            unsure.append((m, f))
-    if unsure:
-        # same size, no trustworthy record: hash on the device (cheaper than re-sending GBs)
-        digests = target.hash_files(models_dir, [m.name for m, _ in unsure])
-        for m, f in unsure:
-            if digests.get(m.name) == m.sha256:
-                plan.skip.append(m)
-                plan.index[m.name] = {"size": f.size, "mtime": f.mtime, "sha256": m.sha256}
-            else:
-                plan.push.append(m)
-    return plan
-
-
-def _manifest_of_index(raw: bytes | None) -> dict[str, Any]:
-    if raw is None:
-        return {}
-    try:
-        data = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
 def _check_space(target: Target, info: DeviceInfo, dest: str, models_dir: str, plan: _Plan,
-                 model_plan: _ModelPlan) -> None:
+                 model_plan: ModelPlan) -> None:
     copied = sum(plan.sizes.get(r, 0) for r in plan.copy)
     need_dest = plan.push_bytes + copied + RESERVE if (plan.push or plan.repair or plan.copy) else 0
     need_models = model_plan.push_bytes + RESERVE if model_plan.push else 0
@@ -796,6 +569,8 @@ def _apply(target: Target, lay: _Layout, live: _Live, plan: _Plan, want: dict[st
            opts: DeployOptions, progress: Callable[[int], None], res: TargetResult) -> None:
     rid = plan.release_dir.rsplit("-", 1)[-1]
     if plan.in_place:
+        if plan.junk:  # temporary files of a repair that was cut off
+            target.remove_in(plan.release_dir, sorted(plan.junk))
         if plan.repair:
             _repair(target, plan.release_dir, plan.repair, want, progress, res)
         return
@@ -867,36 +642,6 @@ def _verify(target: Target, lay: _Layout, want: dict[str, PackageFile], progress
         if still:
             raise DeployFailed(f"{len(still)} file(s) still differ after repair on {target.spec}: {', '.join(still[:5])}")
     res.repaired = res.repaired or 0
-
-
-def _push_models(target: Target, models_dir: str, plan: _ModelPlan, progress: Callable[[int], None],
-                 res: TargetResult) -> None:
-    for m in plan.skip:
-        res.models.append({"name": m.name, "size": m.size, "status": "unchanged"})
-    if not plan.push:
-        if plan.index and any(plan.index.get(m.name) for m in plan.skip):
-            _write_models_index(target, models_dir, plan.index)
-        return
-    target.ensure_dirs([models_dir, posixpath.join(models_dir, ".hexbuild")])
-    for m in plan.push:
-        final = posixpath.join(models_dir, m.name)
-        part = posixpath.join(models_dir, f".{m.name}.hexbuild-part")
-        target.remove([part])
-        target.send_file(m.local, part, progress)
-        _checkpoint(target, f"model:{m.name}")
-        target.sh('chmod 644 "$1" && mv -f "$1" "$2"', part, final, what=f"installing {m.name}")
-        res.files_pushed += 1
-        res.models.append({"name": m.name, "size": m.size, "status": "pushed"})
-    present = target.list_files(models_dir, hashes=False)
-    for m in plan.push:
-        f = present.get(m.name)
-        if f is not None:
-            plan.index[m.name] = {"size": f.size, "mtime": f.mtime, "sha256": m.sha256}
-    _write_models_index(target, models_dir, plan.index)
-
-
-def _write_models_index(target: Target, models_dir: str, index: dict[str, Any]) -> None:
-    target.write_file(posixpath.join(models_dir, MODELS_INDEX), (json.dumps(index, indent=1) + "\n").encode("utf-8"))
 
 
 def _rollback(target: Target, lay: _Layout, res: TargetResult, opts: DeployOptions) -> None:

@@ -19,9 +19,9 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
-from .errors import EnvironmentMissing, Interrupted, ParseFailed, RemoteFailed, UsageError
+from .errors import EnvironmentMissing, HexbuildError, Interrupted, ParseFailed, RemoteFailed, UsageError
 from .ui import ui
 
 KINDS = ("completion", "cli", "bench", "server", "tool")
@@ -32,6 +32,8 @@ PROMPTS_DIR = ".hexbuild/prompts"
 DEFAULT_DEST = {"android": "/data/local/tmp/llama.cpp", "linux": "~/llama.cpp"}
 DEFAULT_MODELS = {"android": "/data/local/tmp/gguf", "linux": "~/gguf"}
 SESSION_VARS = ("GGML_HEXAGON_NDEV", "GGML_HEXAGON_DEVICES")
+# Knobs whose output the tools only print with -v (run.py and the adb scripts add it).
+VERBOSE_KNOBS = ("GGML_HEXAGON_VERBOSE", "GGML_HEXAGON_PROFILE", "GGML_HEXAGON_OPTRACE")
 # --hex-<knob> names that are not GGML_HEXAGON_<KNOB>: the adb scripts' HMX variable.
 KNOB_ALIASES = {"hmx": "GGML_HEXAGON_USE_HMX"}
 _KNOB_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
@@ -65,6 +67,7 @@ COMMON_FLAGS = _flags({
     "load_mode": (("-lm", "--load-mode"), True),
     "conversation": (("-cnv", "--conversation", "-no-cnv", "--no-conversation"), False),
     "file": (("-f", "--file"), True),
+    "verbose": (("-v", "--verbose", "--log-verbose"), False),
 })
 # One load-mode setting, two spellings across revisions.
 COMMON_SAME = {"load_mode": "mmap", "mmap": "load_mode"}
@@ -87,6 +90,7 @@ BENCH_FLAGS = _flags({
     "repetitions": (("-r", "--repetitions"), True),
     "n_prompt": (("-p", "--n-prompt"), True),
     "n_gen": (("-n", "--n-gen"), True),
+    "verbose": (("-v", "--verbose"), False),
 })
 
 # tests/test-backend-ops.cpp
@@ -109,9 +113,9 @@ VALUE_OPTIONS = frozenset({
 def flag_table(kind: str, tool: str) -> dict[str, Flag]:
     if kind == "bench":
         return BENCH_FLAGS
-    if kind == "tool":
-        return BACKEND_OPS_FLAGS if PurePosixPath(tool).name == "test-backend-ops" else {}
-    return COMMON_FLAGS
+    if kind == "tool" and PurePosixPath(tool).name == "test-backend-ops":
+        return BACKEND_OPS_FLAGS
+    return COMMON_FLAGS  # llama-* tools share common/arg.cpp
 
 
 def given_groups(args: Sequence[str], table: Mapping[str, Flag]) -> set[str]:
@@ -233,6 +237,9 @@ def sessions(rev: Revision, *, ndev: int | None, devices: str | None) -> Session
             return Sessions({}, names)  # the backend's default: one session, HTP0
         if rev.devices_var:
             return Sessions({rev.devices_var: str(n)}, names)
+        if rev.known and not rev.ndev_var:
+            raise UsageError(f"--ndev {n}: the deployed revision reads neither GGML_HEXAGON_NDEV nor "
+                             "GGML_HEXAGON_DEVICES, so it opens one session only")
         # NDEV is read by every revision that can open several sessions (newer ones as a fallback).
         return Sessions({"GGML_HEXAGON_NDEV": str(n)}, names)
 
@@ -246,7 +253,7 @@ def sessions(rev: Revision, *, ndev: int | None, devices: str | None) -> Session
     plain = all("[" not in p and ":" not in p for p in parts)
     if rev.devices_var:
         return Sessions({rev.devices_var: devices}, names)
-    if plain and (rev.ndev_var or not rev.known):
+    if plain and (rev.ndev_var or not rev.known or names == ["HTP0"]):
         # HTP0..HTP{n-1} is what NDEV=n opens.
         indices = sorted(int(n[3:]) for n in names)
         if indices != list(range(len(indices))):
@@ -423,6 +430,8 @@ def render(kind: str, *, rev: Revision, dest: str, models_dir: str, sessions_: S
     if model:
         check_args([model], "--model")
     tool, user = resolve_tool(kind, rev, extra=extra, installed=installed)
+    if model and kind == "tool" and PurePosixPath(tool).name == "test-backend-ops":
+        raise UsageError("test-backend-ops takes no model; drop --model")
     lib = str(PurePosixPath(dest) / "lib")
     names = sessions_.names
     context = {
@@ -432,6 +441,7 @@ def render(kind: str, *, rev: Revision, dest: str, models_dir: str, sessions_: S
         "ctx_size": "8192", "device_arg": ",".join(names), "bench_devices": "/".join(names),
         "first_device": names[0], "bench_output": bench_output,
         "backend_ops": PurePosixPath(tool).name == "test-backend-ops",
+        "verbose": any(k in (knobs or {}) for k in VERBOSE_KNOBS),
     }
     name = f"commands/{kind}.j2"
     tool_name, env, defaults = _parse_command_spec(render_template(name, **context), name)
@@ -522,27 +532,12 @@ def installed_tools(manifest: Mapping[str, Any] | None) -> set[str] | None:
     return {f["path"][4:] for f in files if isinstance(f, dict) and str(f.get("path", "")).startswith("bin/")}
 
 
-def remote_home(target) -> str:
-    got = target.capture(["sh", "-c", 'printf "%s" "$HOME"'], timeout=30)
-    home = got.out.strip()
-    if got.rc != 0 or not home.startswith("/"):
-        raise EnvironmentMissing(f"{target.spec}: cannot find the home directory for '~'",
-                                 hint="give an absolute --dest / models directory")
-    return home
-
-
 def default_dest(target) -> str:
     """Where the install is when --dest and deploy.dest say nothing: a local: target's own
     directory, else the convention of the target's OS."""
     if getattr(target, "kind", None) == "local" and getattr(target, "root", None):
         return target.root
     return DEFAULT_DEST.get(getattr(target, "os", None) or "android", DEFAULT_DEST["android"])
-
-
-def expand_home(path: str, home: Callable[[], str]) -> str:
-    if path == "~" or path.startswith("~/"):
-        return home() + path[1:]
-    return path
 
 
 # -- running -------------------------------------------------------------------------------------
@@ -590,17 +585,21 @@ def parse_log(text: str, source: str = "-") -> Any:
 class RunRecord:
     target: str
     invocation: Invocation
-    exit_code: int
+    exit_code: int | None  # None: the run did not finish (error says why)
     duration_s: float
     log: str
     stdout: bytes
     results: Any = None
     json_path: str | None = None
+    error: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"target": self.target, "tool": self.invocation.tool, "argv": self.invocation.argv,
-                "env": self.invocation.env, "cwd": self.invocation.cwd, "exit_code": self.exit_code,
-                "duration_s": round(self.duration_s, 3), "log": self.log, "results": self.results}
+        out = {"target": self.target, "tool": self.invocation.tool, "argv": self.invocation.argv,
+               "env": self.invocation.env, "cwd": self.invocation.cwd, "exit_code": self.exit_code,
+               "duration_s": round(self.duration_s, 3), "log": self.log, "results": self.results}
+        if self.error:
+            out["error"] = self.error
+        return out
 
 
 def execute(target, inv: Invocation, *, results_dir: Path, passthrough: bool = True,
@@ -628,14 +627,17 @@ def execute(target, inv: Invocation, *, results_dir: Path, passthrough: bool = T
                 sink.write(data.decode("utf-8", "replace"))
             sink.flush()
 
-    ui.command(inv.command_line())
     start = time.monotonic()
     interrupted = False
+    error: HexbuildError | None = None
+    code: int | None
     try:
         code = target.run(inv.argv, env=inv.env, cwd=inv.cwd, timeout=timeout or RUN_TIMEOUT,
                           on_output=on_output)
     except KeyboardInterrupt:
         interrupted, code = True, 130
+    except HexbuildError as e:  # a timeout, a device gone mid-run: keep what was logged
+        error, code = e, None
     except BaseException:
         os.close(fd)
         Path(part).unlink(missing_ok=True)
@@ -645,13 +647,16 @@ def execute(target, inv: Invocation, *, results_dir: Path, passthrough: bool = T
     os.replace(part, log_path)
     text = log_path.read_text(encoding="utf-8", errors="replace")
     record = RunRecord(target.spec, inv, code, duration, str(log_path), b"".join(stdout_chunks),
-                       results=parse_log(text, str(log_path)))
+                       results=parse_log(text, str(log_path)), error=error.message if error else None)
     if save_json:
         json_path = results_dir / f"{stem}.json"
         atomic_write(json_path, json.dumps(record.to_json(), indent=2) + "\n")
         record.json_path = str(json_path)
     if interrupted:
         raise Interrupted(f"interrupted; the log so far is in {log_path}")
+    if error is not None:
+        error.hint = error.hint or f"the output so far is in {log_path}"
+        raise error
     return record
 
 
@@ -711,17 +716,10 @@ def _prepare(target, req: RunRequest, *, offline_ok: bool) -> Prepared:
     os_name = getattr(target, "os", "android") or "android"
     dest = req.dest or default_dest(target)
     models_dir = req.models_dir or DEFAULT_MODELS.get(os_name, DEFAULT_MODELS["android"])
-    home_cache: list[str] = []
-
-    def home() -> str:
-        if not home_cache:
-            home_cache.append(target.home() if hasattr(target, "home") else remote_home(target))
-        return home_cache[0]
-
     manifest, installed, reachable = None, None, True
     try:
-        dest = expand_home(dest, home)
-        models_dir = expand_home(models_dir, home)
+        # "~/llama.cpp" quoted as an argument would not expand: resolve it on the target
+        dest, models_dir = target.expand(dest), target.expand(models_dir)
         manifest = read_manifest(target, dest)
         installed = installed_tools(manifest)
         if installed is None:

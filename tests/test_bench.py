@@ -88,7 +88,7 @@ def test_bench_matrix_end_to_end(cli, tmp_path, bench_install, monkeypatch):
             "--models-dir", str(models))
     assert r.rc == 0, r.err
     doc = r.json
-    assert doc["runs"] == 2 * 2 * 3 and not doc["failures"]
+    assert doc["run_count"] == 2 * 2 * 3 and not doc["failures"]
     results = doc["results"]
     assert len(results) == 2 * 2 * 2 * 2 * 2  # ndev × model × ubatch × threads × (pp, tg)
     for s in results:

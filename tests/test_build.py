@@ -57,10 +57,11 @@ def result_json(cp: subprocess.CompletedProcess) -> dict:
 # -- dry runs: no daemon -------------------------------------------------------------------------
 def test_dry_run_json_needs_no_daemon(tmp_path):
     src = fixture_copy(tmp_path, owner=None)
-    cp = hexbuild("build", "-s", str(src), "--dry-run", "--json", "--user", "1000:1000", "--htp", "v73")
+    cp = hexbuild("build", "-s", str(src), "--dry-run", "--json", "--user", "1000:1000", "--htp", "v73", "-j", "3")
     assert cp.returncode == 0, cp.stderr
     data = result_json(cp)
     c = data["container"]
+    assert c["env"]["CMAKE_BUILD_PARALLEL_LEVEL"] == "3"
     assert c["image"] == "hexbuild.test/snapdragon-toolchain/arm64-android:v0.7"
     assert c["platform"] == "linux/amd64" and c["network"] == "none" and c["user"] == "1000:1000"
     assert c["working_dir"] == "/workspace"
@@ -208,8 +209,11 @@ def test_build_as_another_user_gives_a_verified_package_they_own(tmp_path, docke
 
 def test_htp_subset_builds_only_those_and_a_full_build_restores_all(tmp_path, docker_host, toolchain_images):
     src = fixture_copy(tmp_path)
-    cp = hexbuild("build", "-s", str(src), "--user", "1000:1000", "--htp", "v73", "--json", docker_host=docker_host)
+    cp = hexbuild("build", "-s", str(src), "--user", "1000:1000", "--htp", "v73", "--json", "-v",
+                  docker_host=docker_host)
     assert cp.returncode == 0, cp.stderr
+    assert "+ docker run --rm --name hexbuild-build-" in cp.stderr  # -v: the spec before the run
+    assert "[1/" in cp.stderr                                          # -v: the live log
     data = result_json(cp)
     assert data["htp_versions"] == ["v73"] and data["verify"]["expected_htp"] == ["v73"]
     pkg = Path(data["package"])
@@ -251,7 +255,7 @@ def test_missing_hexagon_sdk_gets_its_hint_and_a_kept_container_idles(tmp_path, 
     try:
         assert cp.returncode == 4, cp.stderr
         assert "Make sure HEXAGON_SDK_ROOT point to the correct Hexagon SDK installation" in cp.stderr
-        assert "hint: the image has no Hexagon SDK" in cp.stderr
+        assert "hint: no Hexagon SDK where the preset looks" in cp.stderr
         kept = containers(docker_client)
         assert len(kept) == 1 and f"docker exec -it {kept[0]} bash" in cp.stderr
         c = docker_client.containers.get(kept[0])
@@ -355,3 +359,31 @@ def test_local_engine_runs_the_same_commands_here(tmp_path):
     assert manifest["engine"] == "local" and manifest["image"] == {"reference": None, "digest": None}
     log = Path(data["log"]).read_text()
     assert f"-DCMAKE_PROJECT_ggml_INCLUDE={src}/build-snapdragon/hexbuild-htp-select.cmake" in log
+
+
+@pytest.mark.parametrize("host_side", ["empty", "absent"])
+def test_engine_that_cannot_see_the_checkout_is_exit_3(tmp_path, docker_host, toolchain_images, docker_client,
+                                                       host_side):
+    """Docker-in-Docker in miniature: hexbuild runs in its own mount namespace, where the checkout
+    lives on a tmpfs the engine cannot see. The engine finds an empty directory (exit 97 from the
+    build script) or nothing at all (the engine refuses the mount)."""
+    base = tmp_path / "ns"
+    base.mkdir()
+    mountpoint = base / "llama-mini" if host_side == "empty" else base
+    mountpoint.mkdir(exist_ok=True)
+    script = (f"mount -t tmpfs hbx {shlex_quote(mountpoint)} && cp -a {shlex_quote(FIXTURE)} {shlex_quote(base)}/ && "
+              f"exec {shlex_quote(sys.executable)} -m hexbuild build -s {shlex_quote(base / 'llama-mini')}")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HEXBUILD_", "DOCKER_"))}
+    env["DOCKER_HOST"] = docker_host
+    env["PYTHONPATH"] = str(REPO)
+    cp = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script], capture_output=True,
+                        text=True, env=env, timeout=120, cwd="/")
+    assert cp.returncode == 3, cp.stderr
+    assert "Docker-in-Docker" in cp.stderr and "--engine local" in cp.stderr and "Traceback" not in cp.stderr
+    assert not containers(docker_client)
+
+
+def shlex_quote(p) -> str:
+    import shlex
+
+    return shlex.quote(str(p))

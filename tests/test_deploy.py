@@ -94,6 +94,9 @@ def test_first_deploy_installs_every_file_with_its_mode_behind_a_symlink(make_de
     assert dev.shell(f"cd {DEST}/.. && pwd -P").stdout.strip() == "/data/local/tmp"
     manifest = json.loads((installed / ".hexbuild/manifest.json").read_text())
     assert {f["path"] for f in manifest["files"]} == set(tree(pkg)) and manifest["previous"] is None
+    # the probe reports what hexbuild installed there
+    seen = t_adb(dev).probe(DEST).extra["installed"]
+    assert seen["release"] == res.release.rsplit("-", 1)[1] and seen["files"] == res.files_total
 
 
 def test_redeploy_of_the_same_package_pushes_nothing(make_device, pkg):
@@ -137,7 +140,6 @@ def test_verify_rehashes_on_the_device_and_repairs_drift(make_device, pkg):
     victim = on_device(dev) / "lib" / "libggml-opencl.so"
     data = bytearray(victim.read_bytes())
     data[1000] ^= 0xFF  # same size: only a hash can tell
-    dev.shell(f"printf x > /dev/null")  # device is alive
     victim.write_bytes(bytes(data))
     assert one(pkg, t).status == "unchanged"  # sizes and modes match: a plain deploy trusts the manifest
     res = one(pkg, t, verify=True)
@@ -157,6 +159,27 @@ def test_missing_or_truncated_files_are_repaired_without_verify(make_device, pkg
     assert (res.status, res.files_pushed, res.repaired) == ("ok", 3, 3)
     assert tree(on_device(dev)) == tree(pkg)
     assert (on_device(dev) / "bin/llama-cli").stat().st_mode & 0o777 == 0o755
+
+
+def test_a_repair_cut_off_midway_is_finished_and_cleaned_up_by_the_next_run(make_device, pkg):
+    dev = make_device("SM8650")
+    t = t_adb(dev)
+    one(pkg, t)
+    for rel in ("lib/libggml-cpu.so", "lib/libggml-opencl.so"):
+        (on_device(dev) / rel).write_bytes(b"damaged")
+
+    def cut(spec, checkpoint):
+        if checkpoint == "pushed:1":
+            raise DeployFailed("cut")
+
+    deploy_mod.FAULT_HOOK = cut
+    assert one(pkg, t).status == "failed"
+    deploy_mod.FAULT_HOOK = None
+    leftovers = [p.name for p in (on_device(dev) / "lib").iterdir() if ".hexbuild-" in p.name]
+    assert leftovers  # the first replacement arrived under a temporary name and was not renamed yet
+    res = one(pkg, t)
+    assert res.status == "ok" and tree(on_device(dev)) == tree(pkg)
+    assert not [p.name for p in (on_device(dev) / "lib").iterdir() if ".hexbuild-" in p.name]
 
 
 # -- atomic ---------------------------------------------------------------------------------------------
@@ -189,7 +212,8 @@ def test_a_deploy_cut_at_any_step_leaves_the_old_install_and_a_rerun_converges(m
         sorted([again.previous, again.release])  # no leftovers
 
 
-def test_killing_adbd_mid_push_keeps_the_old_install_and_a_rerun_resumes(make_device, pkg, adb_server):
+@pytest.mark.parametrize("when", ["bytes:2000000", "pushed"])
+def test_killing_adbd_mid_deploy_keeps_the_old_install_and_a_rerun_resumes(make_device, pkg, adb_server, when):
     dev = make_device("SM8650")
     t = t_adb(dev)
     one(pkg, t)
@@ -199,9 +223,11 @@ def test_killing_adbd_mid_push_keeps_the_old_install_and_a_rerun_resumes(make_de
     killed = []
 
     def pull_the_plug(spec: str, checkpoint: str) -> None:
-        if checkpoint.startswith("bytes:") and int(checkpoint[6:]) > 2_000_000 and not killed:
+        due = checkpoint == when or (when.startswith("bytes:") and checkpoint.startswith("bytes:")
+                                     and int(checkpoint[6:]) > int(when[6:]))
+        if due and not killed:
             killed.append(checkpoint)
-            dev.kill()  # adbd dies by PID: the transfer breaks for real
+            dev.kill()  # adbd dies by PID: the next transfer or command breaks for real
 
     deploy_mod.FAULT_HOOK = pull_the_plug
     res = one(pkg, t)
@@ -213,7 +239,8 @@ def test_killing_adbd_mid_push_keeps_the_old_install_and_a_rerun_resumes(make_de
     again = one(pkg, t)
     assert again.status == "ok", again.error
     assert tree(on_device(dev)) == tree(pkg)
-    assert again.bytes_pushed < 3_600_000 - 1_500_000  # most of what was sent before the cut is kept
+    # what was sent before the cut is kept: all of it when the plug was pulled after the pushes
+    assert again.bytes_pushed < (1 if when == "pushed" else 3_600_000 - 1_500_000)
 
 
 # -- space ------------------------------------------------------------------------------------------------
@@ -428,6 +455,7 @@ def test_a_model_cut_mid_push_leaves_no_partial_model(make_device, pkg, tmp_path
     assert not (dev.tmp / "gguf" / "m.gguf").exists()
     assert one(pkg, t, models=[model]).models[0]["status"] == "pushed"
     assert sha(dev.tmp / "gguf" / "m.gguf") == sha(model)
+    assert sorted(p.name for p in (dev.tmp / "gguf").iterdir()) == [".hexbuild", "m.gguf"]
 
 
 def test_rollback_restores_the_previous_install(make_device, pkg, cli):
@@ -502,3 +530,28 @@ def test_one_failing_target_does_not_stop_the_others_and_is_named(phones, make_l
 
 
 
+
+
+def test_cli_help_verbose_commands_and_configured_targets(phones, pkg, cli):
+    h = cli("deploy", "--help")
+    assert h.rc == 0 and "adb+ssh://" in h.out and "--rollback" in h.out
+    assert cli("deploy", str(pkg)).rc == 2  # no target anywhere
+    dev = phones["SM8650"]
+    r = cli("deploy", str(pkg), "-v", "--dest", "/data/local/tmp/cfg-test",
+            env={"HEXBUILD_DEPLOY_TARGETS": f"adb:{dev.serial}"})
+    assert r.rc == 0, r.err
+    assert f"+ adb -s {dev.serial} shell" in r.err and f"+ adb -s {dev.serial} push" in r.err
+    assert tree(on_device(dev, "/data/local/tmp/cfg-test")) == tree(pkg)
+
+
+def test_without_pkg_the_last_build_in_the_checkout_is_deployed(phones, tmp_path, cli):
+    src = tmp_path / "llama.cpp-src"
+    older = ef.make_package(src / "pkg-adb", os="android", htp=["v73"])
+    newer = ef.make_package(src / "pkg-snapdragon", os="android", htp=["v68"])
+    os.utime(older, (1_000_000_000, 1_000_000_000))
+    (newer / "manifest.json").write_text(json.dumps({"os": "android"}))
+    dev = phones["SM8650"]
+    r = cli("deploy", "--source", str(src), "--target", f"adb:{dev.serial}", "--dest", "/data/local/tmp/lastbuild")
+    assert r.rc == 0, r.err
+    assert str(newer) in r.err and tree(on_device(dev, "/data/local/tmp/lastbuild")) == tree(newer)
+    assert cli("deploy", "--source", str(tmp_path / "empty"), "--target", "adb").rc == 2

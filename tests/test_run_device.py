@@ -90,6 +90,20 @@ def test_results_are_parsed_from_the_log(cli, tmp_path, local_dev):
     assert perf["prompt_eval"]["tokens_per_second"] == 51.25 and perf["eval"]["tokens_per_second"] == 18.39
 
 
+def test_timeout_keeps_the_log_and_says_so(cli, tmp_path, local_dev):
+    spec, dest = local_dev
+    slow = tmp_path / "slow.sh"
+    slow.write_text("#!/bin/sh\necho started\nexec sleep 30\n")
+    with parse_target(spec) as t:
+        t.push(slow, f"{dest}/bin/slow", mode=0o755)
+    r, doc = run_json(cli, tmp_path, "tool", "-t", spec, "--timeout", "1", "--", "slow")
+    assert r.rc == 8 and "did not finish" in doc["error"]["message"]
+    (saved,) = (tmp_path / "results").glob("*.json")
+    record = json.loads(saved.read_text())
+    assert record["exit_code"] is None and "did not finish" in record["error"]
+    assert Path(record["log"]).read_text() == "started\n"
+
+
 def test_print_shows_the_command_and_runs_nothing(cli, tmp_path, local_dev):
     spec, dest = local_dev
     r = cli("run", "cli", "-t", spec, "--ndev", "2", "--print", "--results-dir", str(tmp_path / "res"),
@@ -161,17 +175,35 @@ specials = st.sampled_from(["a b", "'", '"', "$(id)", "`id`", ";", "&&", "\n", "
 argument = st.one_of(nasty, specials)
 
 
+def run_lib(tmp_path, **request):
+    """The library path of `hexbuild run` (the CLI adds only flag parsing, tested above); the
+    property tests use it because each in-process CLI call re-registers every command."""
+    from hexbuild import config
+
+    req = runner.RunRequest(results_dir=str(tmp_path / "results"), **request)
+    record = runner.run(req, config.load(flags={}))
+    return record, echo_report(record.log)
+
+
+def test_cli_passes_arguments_after_the_separator_verbatim(cli, tmp_path, local_dev):
+    spec, _ = local_dev
+    extra = ["--hex-nhvx", "1", "-t", "--", "$(id)", "a\nb", "--model=x"]
+    r, doc = run_json(cli, tmp_path, "tool", "-t", spec, "--model=-- x", "--", "llama-tokenize", *extra)
+    assert r.rc == 0, r.err
+    got = echo_report(doc["log"])
+    assert got["argv"] == ["./bin/llama-tokenize", "-m", str(Path.home() / "gguf" / "-- x"), *extra]
+    assert "GGML_HEXAGON_NHVX" not in got["env"]
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(extra=st.lists(argument, max_size=6), model=argument.filter(lambda s: s and "/" not in s))
-def test_arguments_reach_the_program_exactly_local(cli, tmp_path, local_dev, extra, model):
+def test_arguments_reach_the_program_exactly_local(tmp_path, local_dev, extra, model):
     spec, _ = local_dev
-    r, doc = run_json(cli, tmp_path, "tool", "-t", spec, f"--model={model}", "--", "llama-tokenize", *extra)
-    assert r.rc == 0, r.err
-    assert echo_report(doc["log"])["argv"] == ["./bin/llama-tokenize", *extra]
-    r, doc = run_json(cli, tmp_path, "cli", "-t", spec, f"--model={model}", "--", *extra)
-    got = echo_report(doc["log"])["argv"]
-    assert got == doc["argv"] and got[len(got) - len(extra):] == extra
-    assert f"/{model}" in got[got.index("-m") + 1]
+    _, got = run_lib(tmp_path, kind="tool", target=spec, extra=["llama-tokenize", *extra])
+    assert got["argv"] == ["./bin/llama-tokenize", *extra]
+    record, got = run_lib(tmp_path, kind="cli", target=spec, model=model, extra=extra)
+    assert got["argv"] == record.invocation.argv and got["argv"][len(got["argv"]) - len(extra):] == extra
+    assert got["argv"][got["argv"].index("-m") + 1].endswith(f"/{model}")
 
 
 # -- virtual Android devices (real adbd) ----------------------------------------------------------
@@ -184,15 +216,14 @@ def adb_dev(phones, argv_echo, request):
     return f"adb:{dev.serial}", dest, dev
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(extra=st.lists(argument, max_size=6), model=argument.filter(lambda s: s and "/" not in s))
-def test_arguments_reach_the_program_exactly_over_adb(cli, tmp_path, adb_dev, extra, model):
+def test_arguments_reach_the_program_exactly_over_adb(tmp_path, adb_dev, extra, model):
     spec, dest, _ = adb_dev
-    r, doc = run_json(cli, tmp_path, "cli", "-t", spec, "--dest", dest, f"--model={model}", "--ndev", "2",
-                      "--hex-opfilter", "MUL_MAT|$(x) 'y'", "--", *extra)
-    assert r.rc == 0, r.err
-    got = echo_report(doc["log"])
-    assert got["argv"] == doc["argv"] and got["argv"][len(got["argv"]) - len(extra):] == extra
+    record, got = run_lib(tmp_path, kind="cli", target=spec, dest=dest, model=model, ndev=2, extra=extra,
+                          knobs=[("opfilter", "MUL_MAT|$(x) 'y'")])
+    assert record.exit_code == 0
+    assert got["argv"] == record.invocation.argv and got["argv"][len(got["argv"]) - len(extra):] == extra
     assert got["argv"][got["argv"].index("-m") + 1] == f"/data/local/tmp/gguf/{model}"
     assert got["cwd"] == dest
     assert got["env"]["GGML_HEXAGON_OPFILTER"] == "MUL_MAT|$(x) 'y'"
@@ -285,3 +316,16 @@ def test_bench_matrix_over_two_phones(cli, tmp_path, phones, fake_llama_bench, a
         assert s["median_ts"] == pytest.approx(expected_ts(s["kind"], s["ndev"], s["n_ubatch"], s["n_threads"]))
     assert (out / "results.png").stat().st_size > 10_000
     assert (out / "results.csv").read_text().count("\n") == len(results) + 1
+
+
+def test_bench_checks_every_configuration_before_running(cli, tmp_path, phones, fake_llama_bench):
+    dev = phones["SM8550"]  # v73: one session only
+    dest = "/data/local/tmp/hb-bench-v73/llama.cpp"
+    populate(f"adb:{dev.serial}", dest, {"llama-bench": fake_llama_bench})
+    out = tmp_path / "bench"
+    r = cli("bench", "-t", f"adb:{dev.serial}", "--dest", dest, "--ndev", "1,2", "--model", "m.gguf",
+            "--out", str(out))
+    assert r.rc == 2 and "below v75" in r.err
+    assert not out.exists()
+    with parse_target(f"adb:{dev.serial}") as t:
+        assert t.read_file(f"{dest}/.fake-bench-count") is None  # llama-bench never ran

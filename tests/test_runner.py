@@ -79,6 +79,13 @@ def test_device_lists_in_the_newer_syntax(new_facts, old_facts):
         render("completion", new_facts, devices="GPU0")
 
 
+def test_revision_without_session_variables_opens_one(old_facts):
+    facts = dict(old_facts, device_selection={"ndev_var": None, "devices_var": None})
+    with pytest.raises(UsageError, match="one session only"):
+        render("cli", facts, ndev=2)
+    assert render("cli", facts, devices="HTP0").env.keys() == {"LD_LIBRARY_PATH", "ADSP_LIBRARY_PATH"}
+
+
 def test_unknown_revision_gets_forms_every_revision_reads():
     inv = render("completion", None, ndev=2)
     assert inv.env["GGML_HEXAGON_NDEV"] == "2"  # newer trees still fall back to it
@@ -156,6 +163,10 @@ def test_backend_ops_gets_the_first_session_as_backend(new_facts):
     assert inv.argv == ["./bin/test-backend-ops", "-b", "HTP0:0"]
     inv = render("tool", new_facts, extra=["llama-tokenize", "-t", "x"])
     assert inv.argv == ["./bin/llama-tokenize", "-t", "x"]  # run-tool.sh adds nothing
+    inv = render("tool", new_facts, model="m.gguf", extra=["llama-perplexity", "-f", "w.txt"])
+    assert inv.argv == ["./bin/llama-perplexity", "-m", f"{MODELS}/m.gguf", "-f", "w.txt"]
+    with pytest.raises(UsageError, match="takes no model"):
+        render("tool", new_facts, model="m.gguf", extra=["test-backend-ops"])
 
 
 def test_environment_points_at_the_install(new_facts):
@@ -174,6 +185,15 @@ def test_knobs_map_to_the_revisions_variables(old_facts, new_facts):
     old = runner.Revision.from_facts(old_facts)
     assert runner.knob_env([("hmx", "0"), ("opmask", "3")], old) == {
         "GGML_HEXAGON_USE_HMX": "0", "GGML_HEXAGON_OPMASK": "3"}
+
+
+def test_verbose_knobs_make_the_tool_verbose(new_facts):
+    rev = runner.Revision.from_facts(new_facts)
+    for kind in ("completion", "bench"):
+        inv = runner.render(kind, rev=rev, dest=DEST, models_dir=MODELS, knobs={"GGML_HEXAGON_PROFILE": "1"},
+                            sessions_=runner.sessions(rev, ndev=1, devices=None))
+        assert inv.argv.count("-v") == 1
+    assert "-v" not in render("completion", new_facts).argv
 
 
 def test_knobs_the_revision_does_not_read_are_refused_by_name(old_facts, new_facts):

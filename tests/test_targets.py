@@ -4,6 +4,9 @@ this machine's shell. The target grammar and the SoC table are checked as data."
 from __future__ import annotations
 
 import hashlib
+import os
+import shutil
+import socket
 import subprocess
 from pathlib import Path
 
@@ -92,7 +95,9 @@ def test_soc_table_is_data_and_unknown_stays_unknown():
 
 def test_shell_command_quotes_every_argument():
     cmd = shell_command(["printf", "%s\\n", "$(id)"], {"A_B": "x y"}, "/data/local/tmp/my dir")
-    assert cmd == "cd '/data/local/tmp/my dir' && A_B='x y' printf '%s\\n' '$(id)'"
+    assert cmd == "cd '/data/local/tmp/my dir' && A_B='x y' 'printf' '%s\\n' '$(id)'"
+    # a program name is never an assignment or a keyword
+    assert shell_command(["A=B", "x"]) == "'A=B' x" and shell_command(["if"]) == "'if'"
     with pytest.raises(UsageError):
         shell_command(["true"], {"BAD-NAME": "1"})
     with pytest.raises(UsageError):
@@ -142,6 +147,7 @@ def test_adb_run_delivers_exactly_argv_and_the_exit_code(phones, tmp_path, via):
     assert got.out == "".join(f"<{a}>" for a in NASTY)
     assert t.capture(["sh", "-c", "exit 42"]).rc == 42
     assert t.capture(["no-such-program-hexbuild"]).rc == 127
+    assert t.capture(["A=B", "true"]).rc == 127 and t.capture(["if"]).rc == 127
 
 
 def test_adb_run_streams_stderr_and_applies_env_and_cwd(phones):
@@ -165,7 +171,7 @@ def test_adb_files_push_list_hash_rename_remove(phones, tmp_path):
     dev = phones["SM8650"]
     t = adb_target(dev)
     local = tmp_path / "blob.bin"
-    data = bytes(range(256)) * 3000
+    data = bytes(range(256)) * 12000  # 3 MB: several progress reports
     local.write_bytes(data)
     seen = []
     t.push(local, "/data/local/tmp/files/x y/blob.bin", mode=0o755, progress=seen.append)
@@ -305,6 +311,27 @@ def test_ssh_authentication_failure_names_the_fix(sshd_host, tmp_path):
     assert "authentication" in e.value.message and "authorized_keys" in e.value.hint
 
 
+def test_ssh_agent_authentication(sshd_host, tmp_path, monkeypatch):
+    sock = tmp_path / "agent.sock"
+    agent = subprocess.Popen(["ssh-agent", "-D", "-a", str(sock)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        from tests.infra.devices import wait_path
+
+        wait_path(sock)
+        subprocess.run(["ssh-add", str(sshd_host.identity)], env={**os.environ, "SSH_AUTH_SOCK": str(sock)},
+                       check=True, capture_output=True)
+        monkeypatch.setenv("SSH_AUTH_SOCK", str(sock))
+        monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.ssh/id_* to fall back on: only the agent
+        t = parse_target(f"ssh://root@127.0.0.1:{sshd_host.port}", {**sshd_host.settings, "ssh.identity": ""})
+        try:
+            assert t.capture(["echo", "via agent"]).out == "via agent\n"
+        finally:
+            t.close()
+    finally:
+        agent.terminate()
+        agent.wait(timeout=10)
+
+
 def test_adb_over_ssh_reaches_the_phone_through_the_hosts_adb_server(sshd_host, phones, tmp_path):
     dev = phones["SM8550"]
     t = parse_target(f"adb+ssh://root@127.0.0.1:{sshd_host.port}/{dev.serial}", sshd_host.settings)
@@ -319,6 +346,24 @@ def test_adb_over_ssh_reaches_the_phone_through_the_hosts_adb_server(sshd_host, 
         assert (dev.root / "tmp/via-ssh/x.bin").read_bytes() == b"q" * 300_000
     finally:
         t.close()
+
+
+def test_adb_over_ssh_starts_the_hosts_adb_server_when_none_runs(tmp_path):
+    from tests.infra.devices import AdbServer, free_port, start_sshd, stop_sshd
+
+    port = free_port()  # no adb server listens here yet
+    host = start_sshd(tmp_path / "sshd", port)
+    server = AdbServer(port, tmp_path, shutil.which("adb"))
+    try:
+        t = parse_target(f"adb+ssh://root@127.0.0.1:{host.port}", host.settings)
+        with pytest.raises(EnvironmentMissing) as e:
+            t.probe("/data/local/tmp")
+        assert "no device attached" in e.value.message  # the server it started has no phone
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()  # hexbuild started it there
+        t.close()
+    finally:
+        server.stop()  # adb -P PORT kill-server
+        stop_sshd(host)
 
 
 # -- local ------------------------------------------------------------------------------------------------

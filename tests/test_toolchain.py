@@ -67,6 +67,7 @@ def test_passthrough_values_never_appear_in_the_spec():
 @pytest.mark.parametrize("host,remote", [
     ("unix:///var/run/docker.sock", False), ("tcp://127.0.0.1:2375", False), ("tcp://localhost:2376", False),
     ("tcp://10.1.2.3:2376", True), ("ssh://builder@buildhost", True), ("npipe:////./pipe/docker_engine", False),
+    ("tcp://127.0.0.2:2375", False), ("tcp://[::1]:2375", False), ("tcp://buildhost.example:2376", True),
 ])
 def test_remote_engines_are_recognized(host, remote):
     assert is_remote(host) is remote
@@ -328,6 +329,20 @@ def test_engine_is_probed_once_into_engine_info(docker_host):
         assert info.to_json()["api_version"] == info.api_version
     finally:
         engine.close()
+
+
+def test_rootless_engines_run_the_build_as_root_inside(docker_client):
+    """The engine's own /version and /info, once as they are and once as a rootless engine
+    reports itself (a rootless dockerd cannot be started in this test environment)."""
+    from hexbuild.build import default_user
+    from hexbuild.toolchain.engine import engine_info
+
+    version, info = docker_client.version(), docker_client.info()
+    plain = engine_info("unix:///x.sock", version, info)
+    assert not plain.rootless and default_user(plain.rootless) == f"{os.getuid()}:{os.getgid()}"
+    rootless = engine_info("unix:///x.sock", version,
+                           {**info, "SecurityOptions": [*info.get("SecurityOptions", []), "name=rootless"]})
+    assert rootless.rootless and default_user(rootless.rootless) == "0:0"
 
 
 def test_unreachable_engine_is_environment_missing(tmp_path):

@@ -9,8 +9,9 @@ import typer
 
 from . import common
 
+# rich markup: a literal '[' is written '\\['
 TARGET_HELP = ("adb | adb:SERIAL | adb://HOST:PORT[/SERIAL] | adb+ssh://[USER@]HOST[:PORT][/SERIAL] | "
-               "ssh://[USER@]HOST[:PORT] | local:DIR (repeatable)")
+               "ssh://[USER@]HOST[:PORT] | local:DIR (repeatable)").replace("[", "\\[")
 
 
 def deploy_command(

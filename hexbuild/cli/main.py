@@ -129,7 +129,14 @@ def _add_globals(typer_app: typer.Typer) -> None:
         _add_globals(group.typer_instance)
 
 
+_cli: Any = None
+
+
 def build_cli() -> Any:
+    """The click command tree, built once per process (in-process tests call main() many times)."""
+    global _cli
+    if _cli is not None:
+        return _cli
     for name in COMMAND_MODULES:
         try:
             module = importlib.import_module(f"hexbuild.cli.{name}")
@@ -139,7 +146,8 @@ def build_cli() -> Any:
             raise
         module.register(app)
     _add_globals(app)
-    return typer.main.get_command(app)
+    _cli = typer.main.get_command(app)
+    return _cli
 
 
 def _fail(err: errors.HexbuildError) -> int:

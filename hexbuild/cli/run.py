@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, List, Optional
+from typing import Any, Optional
 
 import typer
 from typer.core import TyperCommand
@@ -93,5 +93,3 @@ def run_command(
 def register(app: typer.Typer) -> None:
     app.command("run", cls=PassthroughCommand, epilog=KNOB_HELP)(run_command)
 
-
-__all__: List[str] = ["PassthroughCommand", "register"]

@@ -139,6 +139,7 @@ class AdbTarget(ShellTarget):
         info.model = props.get("ro.product.model") or entry.attrs.get("model")
         info.abi = props.get("ro.product.cpu.abi") or None
         info.htp_arch = socs.htp_arch(info.soc, info.platform)
+        info.extra["installed"] = self.installed(dest)
         return info
 
     def _supports_v2(self) -> bool:

@@ -38,7 +38,11 @@ def shell_command(argv: Sequence[str], env: Mapping[str, str] | None = None, cwd
         if not _ENV_NAME.match(k):
             raise UsageError(f"not a valid environment variable name: {k!r}")
         parts.append(f"{k}={shlex.quote(str(v))}")
-    parts.append(shlex.join([str(a) for a in argv]))
+    # the program name is always quoted: unquoted, `A=B` would be an assignment and `if` or
+    # `time` a shell keyword (shlex.quote leaves both bare)
+    program = str(argv[0])
+    parts.append("'" + program.replace("'", "'\\''") + "'")
+    parts.extend(shlex.quote(str(a)) for a in argv[1:])
     return " ".join(parts)
 
 
@@ -243,6 +247,23 @@ class ShellTarget(Target):
         return str(p.with_name(f".{p.name}.hexbuild-{secrets.token_hex(4)}"))
 
     # -- probing ------------------------------------------------------------------------------
+    def installed(self, dest: str) -> dict | None:
+        """What hexbuild installed at ``dest`` before (from its manifest there), or None."""
+        import json
+
+        raw = self.read_file(f"{dest.rstrip('/')}/.hexbuild/manifest.json")
+        try:
+            doc = json.loads(raw.decode("utf-8")) if raw is not None else None
+        except (UnicodeDecodeError, ValueError):
+            return {"error": "unreadable manifest"}
+        if not isinstance(doc, dict):
+            return None
+        files = doc.get("files") if isinstance(doc.get("files"), list) else []
+        return {"release": doc.get("release"), "previous": doc.get("previous"), "deployed_at": doc.get("deployed_at"),
+                "llama_cpp_revision": (doc.get("llama_cpp") or {}).get("revision") if isinstance(doc.get("llama_cpp"), dict) else None,
+                "htp_versions": doc.get("htp_versions"), "ndev": doc.get("ndev"), "files": len(files),
+                "bytes": sum(int(f.get("size", 0)) for f in files if isinstance(f, dict))}
+
     def probe_linux(self, dest: str, *, serial: str | None = None) -> DeviceInfo:
         """Facts of a Linux machine: the SoC from /sys/devices/soc0 or the device tree."""
         from . import socs
@@ -257,6 +278,7 @@ class ShellTarget(Target):
             info.ram_bytes = int(facts["mem"]) * 1024
         info.free_bytes = parse_df_available(facts.get("df", ""))
         info.extra["free_at"] = facts.get("dfdir")
+        info.extra["installed"] = self.installed(dest)
         info.abi = facts.get("abi") or None
         info.model = facts.get("dtmodel") or None
         candidates = [facts.get("machine", "")]

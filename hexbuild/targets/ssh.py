@@ -185,7 +185,10 @@ class SshSession:
                 if left <= 0:
                     raise RemoteFailed(f"{self.where}: the command did not finish within {timeout:g}s")
                 if not got:
-                    select.select([chan], [], [], min(left, 1.0))
+                    if chan.eof_received:  # stdout is done: only the exit status is still to come
+                        chan.status_event.wait(min(left, 1.0))
+                    else:
+                        select.select([chan], [], [], min(left, 1.0))
             status = chan.recv_exit_status()
             return status if status >= 0 else 255  # -1: killed by a signal, no status
         except (socket.timeout, TimeoutError):

@@ -65,6 +65,8 @@ class BuildLog:
             *lines, self._pending = text.split("\n")
             for line in lines:
                 self._line(line)
+            if lines:
+                self._file.flush()  # so that `tail -f` of the .part file follows the build
 
     def _line(self, line: str) -> None:
         line = _ANSI.sub("", line)

@@ -10,8 +10,10 @@ comes from ``wait()`` while a thread streams its log.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
+import sys
 import threading
 from dataclasses import asdict, dataclass
 from typing import Any, Callable
@@ -25,9 +27,29 @@ from .spec import CACHE_DIR, PLATFORM, ContainerSpec
 DEFAULT_HOST = "unix:///var/run/docker.sock"
 API_TIMEOUT = 60        # seconds for ordinary API calls
 PULL_TIMEOUT = 600      # seconds without a pull event before giving up
-_LOOPBACK = ("localhost", "127.0.0.1", "::1", "")
 _DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
 _LAYER = re.compile(r"[0-9a-f]{12}")
+
+
+def import_docker(*, ssh: bool = False) -> Any:
+    """The docker package. docker-py imports paramiko (which imports invoke) for ssh:// hosts
+    whether or not one is used: half of its 0.3 s import here. For other hosts paramiko is
+    hidden while docker loads, then made importable again for the rest of hexbuild."""
+    if "docker" not in sys.modules and not ssh and "paramiko" not in sys.modules:
+        sys.modules["paramiko"] = None  # type: ignore[assignment]  # `import paramiko` -> ImportError
+        try:
+            import docker
+        finally:
+            del sys.modules["paramiko"]
+    import docker
+    import docker.api.client
+
+    if ssh and not hasattr(docker.api.client, "SSHHTTPAdapter"):  # loaded without paramiko earlier
+        import importlib
+
+        sshconn = importlib.import_module("docker.transport.sshconn")
+        docker.api.client.SSHHTTPAdapter = sshconn.SSHHTTPAdapter  # type: ignore[attr-defined]
+    return docker
 
 
 def docker_host(env: dict[str, str] | os._Environ = os.environ) -> str:
@@ -40,7 +62,13 @@ def is_remote(host: str) -> bool:
     if u.scheme in ("unix", "npipe", "fd", ""):
         return False
     if u.scheme in ("tcp", "http", "https"):
-        return (u.hostname or "") not in _LOOPBACK
+        name = u.hostname or ""
+        if name in ("", "localhost"):
+            return False
+        try:
+            return not ipaddress.ip_address(name).is_loopback
+        except ValueError:
+            return True
     return True  # ssh:// and anything else
 
 
@@ -72,6 +100,22 @@ class ImageInfo:
         return asdict(self)
 
 
+def engine_info(host: str, version: dict[str, Any], info: dict[str, Any]) -> EngineInfo:
+    """What hexbuild needs to know about an engine, from its /version and /info answers.
+    Rootless engines list ``name=rootless`` among their security options."""
+    security = info.get("SecurityOptions") or []
+    return EngineInfo(
+        host=host,
+        remote=is_remote(host),
+        version=version.get("Version", ""),
+        api_version=version.get("ApiVersion", ""),
+        os=info.get("OSType") or version.get("Os", ""),
+        arch=info.get("Architecture") or version.get("Arch", ""),
+        rootless=any("name=rootless" in str(o) for o in security),
+        ncpu=int(info.get("NCPU") or 0),
+    )
+
+
 def _unreachable(host: str, err: Exception) -> EnvironmentMissing:
     detail = str(err).splitlines()[0][:200] if str(err) else type(err).__name__
     return EnvironmentMissing(
@@ -90,11 +134,11 @@ class DockerEngine:
 
     @classmethod
     def connect(cls, host: str | None = None) -> "DockerEngine":
-        import docker
-        from docker.errors import DockerException
-
         host = host or docker_host()
         use_ssh = host.startswith("ssh://")
+        docker = import_docker(ssh=use_ssh)
+        from docker.errors import DockerException
+
         env = dict(os.environ, DOCKER_HOST=host)
         try:
             client = docker.from_env(timeout=API_TIMEOUT, environment=env, use_ssh_client=use_ssh)
@@ -106,19 +150,9 @@ class DockerEngine:
             if type(e).__module__.startswith(("requests", "urllib3")):
                 raise _unreachable(host, e) from None
             raise
-        api_version = version.get("ApiVersion", "")
-        stream_client = docker.from_env(timeout=None, environment=env, use_ssh_client=use_ssh, version=api_version)
-        security = info.get("SecurityOptions") or []
-        engine = EngineInfo(
-            host=host,
-            remote=is_remote(host),
-            version=version.get("Version", ""),
-            api_version=api_version,
-            os=info.get("OSType") or version.get("Os", ""),
-            arch=info.get("Architecture") or version.get("Arch", ""),
-            rootless=any("name=rootless" in str(o) for o in security),
-            ncpu=int(info.get("NCPU") or 0),
-        )
+        engine = engine_info(host, version, info)
+        stream_client = docker.from_env(timeout=None, environment=env, use_ssh_client=use_ssh,
+                                        version=engine.api_version)
         ui.detail(f"docker engine {engine.version} (API {engine.api_version}) at {host}: {engine.os}/{engine.arch}"
                   + (", rootless" if engine.rootless else "") + (", remote" if engine.remote else ""))
         return cls(client, stream_client, engine)
@@ -216,24 +250,31 @@ class DockerEngine:
         afterwards (also on Ctrl-C) unless ``keep``."""
         import docker.types
 
+        from docker.errors import APIError
+
         api = self.client.api
         mounts = [docker.types.Mount(m.target, m.source, type=m.type, read_only=m.read_only) for m in spec.mounts]
         hc = api.create_host_config(mounts=mounts, network_mode=spec.network)
-        created = api.create_container(image=spec.image, command=spec.command, name=spec.name, user=spec.user,
-                                       working_dir=spec.working_dir, environment=spec.environment,
-                                       host_config=hc, platform=spec.platform, use_config_proxy=False,
-                                       labels={"hexbuild": "build"}, tty=False, stdin_open=False)
-        cid = created["Id"]
+        ref = spec.name  # until the engine answers with an ID: an interrupted create is found by name
         interrupted = False
         try:
-            api.start(cid)
+            try:
+                created = api.create_container(image=spec.image, command=spec.command, name=spec.name,
+                                               user=spec.user, working_dir=spec.working_dir,
+                                               environment=spec.environment, host_config=hc, platform=spec.platform,
+                                               use_config_proxy=False, labels={"hexbuild": "build"}, tty=False,
+                                               stdin_open=False)
+                ref = created["Id"]
+                api.start(ref)
+            except APIError as e:
+                raise _refused(e, spec) from None
             if on_started:
                 on_started(spec.name)
-            stream = self.stream_client.api.logs(cid, stream=True, follow=True)
+            stream = self.stream_client.api.logs(ref, stream=True, follow=True)
             done = threading.Event()
             reader = threading.Thread(target=_pump, args=(stream, log, done), daemon=True, name="hexbuild-log")
             reader.start()
-            rc = int(self.stream_client.api.wait(cid)["StatusCode"])
+            rc = int(self.stream_client.api.wait(ref)["StatusCode"])
             # wait() is the truth. The follow stream may not end with the container (docker-py
             # #3084) and can miss a last line without a newline: compare with the whole log.
             reader.join(timeout=5)
@@ -243,7 +284,7 @@ class DockerEngine:
                 except Exception:
                     pass
                 reader.join(timeout=2)
-            full = api.logs(cid, stdout=True, stderr=True, stream=False)
+            full = api.logs(ref, stdout=True, stderr=True, stream=False)
             if not done.is_set():
                 log.replace(full)
             elif len(full) > log.fed_bytes:
@@ -254,10 +295,10 @@ class DockerEngine:
             raise
         finally:
             if not keep:
-                self._remove(cid)
+                self._remove(ref)
             elif interrupted:
                 try:
-                    api.kill(cid)
+                    api.kill(ref)
                 except Exception:
                     pass
 
@@ -270,6 +311,17 @@ class DockerEngine:
             pass
         except Exception as e:  # the build's own error matters more; say what is left behind
             ui.warn(f"could not remove container {cid[:12]}: {e}")
+
+
+def _refused(e: Exception, spec: ContainerSpec) -> EnvironmentMissing:
+    msg = _api_message(e)
+    if "bind source path does not exist" in msg or "invalid mount config" in msg:
+        return EnvironmentMissing(
+            f"the Docker engine cannot see the checkout ({msg}): it runs on another machine or in another "
+            "container (Docker-in-Docker)",
+            hint="run hexbuild where the engine runs, or inside the toolchain image with --engine local")
+    return EnvironmentMissing(f"the Docker engine refused the build container: {msg}",
+                              hint=f"the same container by hand: {spec.docker_run_line()}")
 
 
 def _pump(stream: Any, log: BuildLog, done: threading.Event) -> None:

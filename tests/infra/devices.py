@@ -77,6 +77,14 @@ def wait_port(port: int, timeout: float = 10.0, proc: subprocess.Popen | None = 
     raise RuntimeError(f"nothing listens on 127.0.0.1:{port} after {timeout}s")
 
 
+def wait_path(path: Path, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{path} did not appear within {timeout}s")
+        time.sleep(0.05)
+
+
 def _need(program: str, package: str) -> str:
     path = shutil.which(program) or (f"/usr/sbin/{program}" if Path(f"/usr/sbin/{program}").exists() else None)
     if not path:
@@ -407,11 +415,12 @@ class SshHost:
         return {"HEXBUILD_SSH_KNOWN_HOSTS": str(self.known_hosts), "HEXBUILD_SSH_IDENTITY": str(self.identity)}
 
 
-@pytest.fixture(scope="session")
-def sshd_host(tmp_path_factory, adb_server):
+def start_sshd(d: Path, adb_port: int) -> SshHost:
+    """sshd on 127.0.0.1 (keys, authorized_keys and known_hosts under ``d``) whose sessions use
+    the adb server on ``adb_port``. Stop it with ``stop_sshd``."""
     sshd = _need("sshd", "openssh-server")
     keygen = _need("ssh-keygen", "openssh-client")
-    d = tmp_path_factory.mktemp("sshd")
+    d.mkdir(parents=True, exist_ok=True)
     subprocess.run([keygen, "-q", "-t", "ed25519", "-N", "", "-f", str(d / "host_key")], check=True)
     subprocess.run([keygen, "-q", "-t", "ed25519", "-N", "", "-C", "hexbuild-test", "-f", str(d / "client_key")],
                    check=True)
@@ -430,24 +439,33 @@ UsePAM no
 StrictModes no
 AllowTcpForwarding yes
 Subsystem sftp internal-sftp
-SetEnv ANDROID_ADB_SERVER_PORT={adb_server.port}
+SetEnv ANDROID_ADB_SERVER_PORT={adb_port}
 """)
     (d / "sshd_config").chmod(0o600)
     Path("/run/sshd").mkdir(parents=True, exist_ok=True)
-    log = open(d / "sshd.log", "ab")
-    proc = subprocess.Popen([sshd, "-D", "-e", "-f", str(d / "sshd_config")], stdout=log, stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL)
+    with open(d / "sshd.log", "ab") as log:
+        proc = subprocess.Popen([sshd, "-D", "-e", "-f", str(d / "sshd_config")], stdout=log,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     try:
         wait_port(port, proc=proc)
     except RuntimeError as e:
         pytest.fail(f"sshd did not start: {e}; log: {(d / 'sshd.log').read_text()[-2000:]}")
     key_type, key_b64 = (d / "host_key.pub").read_text().split()[:2]
     (d / "known_hosts").write_text(f"[127.0.0.1]:{port} {key_type} {key_b64}\n")
-    yield SshHost("127.0.0.1", port, "root", d / "client_key", d / "known_hosts", d / "host_key.pub", proc)
-    proc.terminate()
+    return SshHost("127.0.0.1", port, "root", d / "client_key", d / "known_hosts", d / "host_key.pub", proc)
+
+
+def stop_sshd(host: SshHost) -> None:
+    host.proc.terminate()
     try:
-        proc.wait(timeout=10)
+        host.proc.wait(timeout=10)
     except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-    log.close()
+        host.proc.kill()
+        host.proc.wait()
+
+
+@pytest.fixture(scope="session")
+def sshd_host(tmp_path_factory, adb_server):
+    host = start_sshd(tmp_path_factory.mktemp("sshd"), adb_server.port)
+    yield host
+    stop_sshd(host)

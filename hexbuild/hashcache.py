@@ -1,0 +1,82 @@
+"""sha256 of local files, remembered across runs: multi-GB packages and models are hashed once,
+not on every deploy. Keyed by (size, mtime, ctime, inode); files modified in the last two
+seconds are never cached (the "racy git" rule), so a file rewritten within one timestamp tick
+is always re-hashed."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Sequence
+
+
+class HashCache:
+    """sha256 of local files, remembered across runs in ~/.cache/hexbuild/sha256.json."""
+
+    RACY_S = 2.0
+    MAX_ENTRIES = 20000
+
+    def __init__(self) -> None:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+        self.file = base / "hexbuild" / "sha256.json"
+        try:
+            data = json.loads(self.file.read_text("utf-8"))
+            self.data = data if isinstance(data, dict) else {}
+        except (OSError, ValueError):
+            self.data = {}
+        self.dirty = False
+
+    def __enter__(self) -> "HashCache":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.save()
+
+    def one(self, path: Path) -> tuple[int, str]:
+        return self.many([path])[0]
+
+    def many(self, paths: Sequence[Path]) -> list[tuple[int, str]]:
+        from .artifacts.manifest import sha256_file
+
+        stats = [p.stat() for p in paths]
+        keys = [str(Path(p).resolve()) for p in paths]
+        stamps = [[st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino] for st in stats]
+        out: list[tuple[int, str] | None] = []
+        todo = []
+        for i, (key, stamp) in enumerate(zip(keys, stamps)):
+            hit = self.data.get(key)
+            if isinstance(hit, list) and len(hit) == 5 and hit[:4] == stamp:
+                out.append((stamp[0], hit[4]))
+            else:
+                out.append(None)
+                todo.append(i)
+        if todo:
+            workers = min(4, (os.cpu_count() or 1) + 1, len(todo))
+            with ThreadPoolExecutor(max_workers=workers) as pool:  # sha256 releases the GIL
+                results = list(pool.map(lambda i: sha256_file(paths[i]), todo))
+            now = time.time_ns()
+            for i, (size, digest) in zip(todo, results):
+                out[i] = (size, digest)
+                racy = now - max(stamps[i][1], stamps[i][2]) < self.RACY_S * 1e9
+                if not racy and size == stamps[i][0]:
+                    self.data[keys[i]] = [*stamps[i], digest]
+                    self.dirty = True
+        return [o for o in out if o is not None]
+
+    def save(self) -> None:
+        if not self.dirty:
+            return
+        if len(self.data) > self.MAX_ENTRIES:  # forget files that are gone
+            self.data = {k: v for k, v in self.data.items() if os.path.exists(k)}
+        try:
+            self.file.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.file.with_name(f".{self.file.name}.{os.getpid()}.{threading.get_ident()}")
+            tmp.write_text(json.dumps(self.data), "utf-8")
+            os.replace(tmp, self.file)
+        except OSError:
+            pass  # a cache that cannot be written only costs time
+        self.dirty = False
