@@ -95,6 +95,7 @@ def main() -> int:
         pkg = make_package(base, args.mb, args.files)
         server = start_adb_server(base)
         os.environ["ANDROID_ADB_SERVER_PORT"] = str(server.port)
+        os.environ["XDG_CACHE_HOME"] = str(base / "cache")  # hexbuild's hash cache, thrown away after
         total = package_bytes(pkg)
         print(f"package: {sum(1 for p in pkg.rglob('*') if p.is_file())} files, {total / MB:.0f} MiB; "
               f"changed: {CHANGED} ({(pkg / CHANGED).stat().st_size / MB:.1f} MiB)")

@@ -52,6 +52,7 @@ def main() -> int:
     server = None
     devices = []
     try:
+        os.environ["XDG_CACHE_HOME"] = str(base / "cache")  # hexbuild's hash cache, thrown away after
         pkg_dir = make_package(base, args.mb, args.files)
         pkg = load_package(pkg_dir)
         server = start_adb_server(base)

@@ -71,6 +71,7 @@ class BuildOptions:
     env_passthrough: list[str] = field(default_factory=list)
     cache_volume: str = "hexbuild-ccache"
     keep_container: bool = False
+    transfer: str = "auto"
 
     @classmethod
     def from_settings(cls, s: Any) -> "BuildOptions":
@@ -79,7 +80,7 @@ class BuildOptions:
                    jobs=s["build.jobs"], htp=list(s["build.htp"]), cmake_args=list(s["build.cmake_args"]),
                    engine=s["build.engine"], image=s["build.image"], pull=s["build.pull"], user=s["build.user"],
                    env_passthrough=list(s["build.env_passthrough"]), cache_volume=s["build.cache_volume"],
-                   keep_container=bool(s["build.keep_container"]))
+                   keep_container=bool(s["build.keep_container"]), transfer=s["build.transfer"])
 
 
 # -- the plan ----------------------------------------------------------------------------------
@@ -120,11 +121,13 @@ class BuildPlan:
     def log_path(self) -> Path:
         return self.build_path / cmds.LOG_NAME
 
-    def commands(self, root: str) -> list[list[str]]:
+    def commands(self, root: str, *, copy: bool = False) -> list[list[str]]:
         """The configure, build and install commands, run from ``root`` (the checkout as the
-        engine sees it)."""
+        engine sees it). In copy mode the build directory's cache is not visible from here, so
+        an earlier HTP selection is always reset."""
+        reset = self.reset_selection or (copy and self.htp_subset is None)
         return [cmds.configure_argv(preset=self.preset, build_dir=self.build_dir, root=root, htp_subset=self.htp_subset,
-                                    reset_selection=self.reset_selection, build_type=self.cmake_build_type,
+                                    reset_selection=reset, build_type=self.cmake_build_type,
                                     cmake_args=self.options.cmake_args),
                 cmds.build_argv(self.build_dir),
                 cmds.install_argv(self.build_dir, self.install_dir)]
@@ -147,6 +150,7 @@ def plan_build(options: BuildOptions) -> BuildPlan:
     _check_choice("--build-type", options.build_type, tuple(BUILD_TYPES))
     _check_choice("--engine", options.engine, ("docker", "local"))
     _check_choice("--pull", options.pull, ("missing", "always", "never"))
+    _check_choice("--transfer", options.transfer, ("auto", "mount", "copy"))
     facts = read_source(options.source)
     root = Path(facts.path)
     if not facts.hexagon:
@@ -272,17 +276,27 @@ def default_user(rootless: bool = False) -> str:
     return "0:0" if rootless else f"{os.getuid()}:{os.getgid()}"
 
 
+def resolve_transfer(requested: str, remote: bool) -> str:
+    """mount for an engine on this machine, copy for a remote one (``auto``)."""
+    return ("copy" if remote else "mount") if requested == "auto" else requested
+
+
 def container_spec(plan: BuildPlan, *, name: str | None = None, user: str | None = None, jobs: int | None = None,
-                   env: Any = os.environ) -> ContainerSpec:
+                   transfer: str = "mount", env: Any = os.environ) -> ContainerSpec:
+    from .toolchain import transfer as xfer
+
     assert plan.image is not None
     passthrough, _ = _passthrough(plan.options.env_passthrough, env)
-    command = ["sh", "-c", cmds.script(plan.commands(WORKSPACE), keep_marker=plan.options.keep_container)]
+    copy = transfer == "copy"
+    command = ["sh", "-c", cmds.script(plan.commands(WORKSPACE, copy=copy), keep_marker=plan.options.keep_container,
+                                       prelude=xfer.unpack_lines(plan.build_dir) if copy else None)]
+    workspace = Mount(xfer.volume_name(plan.root), WORKSPACE, type="volume") if copy else Mount(str(plan.root), WORKSPACE)
     return ContainerSpec(
         name=name or f"hexbuild-build-{secrets.token_hex(4)}",
         image=plan.image,
         command=command,
         user=user or plan.options.user or default_user(),
-        mounts=[Mount(str(plan.root), WORKSPACE), Mount(plan.options.cache_volume, CACHE_DIR, type="volume")],
+        mounts=[workspace, Mount(plan.options.cache_volume, CACHE_DIR, type="volume")],
         env={"HOME": "/tmp", "CCACHE_DIR": CACHE_DIR, "CMAKE_BUILD_PARALLEL_LEVEL": str(jobs or plan.jobs)},
         passthrough=passthrough,
     )
@@ -298,10 +312,18 @@ def dry_run(options: BuildOptions) -> dict[str, Any]:
     out = {"dry_run": True, **plan.to_json(), "commands": plan.commands(WORKSPACE if options.engine == "docker"
                                                                         else str(plan.root))}
     if options.engine == "docker":
-        spec = container_spec(plan)  # a fresh name, as every run gets
+        from .toolchain.engine import docker_host, is_remote
+
+        transfer = resolve_transfer(options.transfer, is_remote(docker_host()))
+        spec = container_spec(plan, transfer=transfer)  # a fresh name, as every run gets
+        out["transfer"] = transfer
+        out["commands"] = plan.commands(WORKSPACE, copy=transfer == "copy")
         out["container"] = spec.to_json()
         out["note"] = ("the engine was not contacted: on a rootless engine the build runs as root inside "
                        "(which maps to you), and the image is pulled only if the engine lacks it")
+        if transfer == "copy":
+            out["note"] += ("; copy mode: the checkout is copied into the container before it starts (put_archive) "
+                            "and the package out after it ends (get_archive), which a docker run line cannot show")
     else:
         out["command"] = local_command(plan)
     return out
@@ -364,6 +386,7 @@ def run_build(options: BuildOptions) -> BuildResult:
 
 
 def _run_docker(plan: BuildPlan, start: float) -> BuildResult:
+    from .toolchain import transfer as xfer
     from .toolchain.engine import DockerEngine
 
     opts = plan.options
@@ -372,21 +395,41 @@ def _run_docker(plan: BuildPlan, start: float) -> BuildResult:
     except KeyboardInterrupt:
         raise Interrupted("interrupted") from None
     container: str | None = None
+    archive: list[Path] = []
     try:
-        if engine.info.remote:
+        transfer = resolve_transfer(opts.transfer, engine.info.remote)
+        if transfer == "mount" and engine.info.remote:
             raise EnvironmentMissing(
-                f"the Docker engine at {engine.info.host} is on another machine: hexbuild mounts the checkout "
-                "into the build container, and a remote engine cannot see this machine's files",
-                hint="run hexbuild on the engine's machine, or run the build inside the toolchain image "
-                     "with --engine local")
+                f"the Docker engine at {engine.info.host} is on another machine: it cannot mount this machine's "
+                "checkout (build.transfer = mount)",
+                hint="use --transfer copy (or auto), run hexbuild on the engine's machine, or run the build "
+                     "inside the toolchain image with --engine local")
         image = engine.ensure_image(plan.image or "", opts.pull)
         user = opts.user or default_user(engine.info.rootless)
-        spec = container_spec(plan, user=user, jobs=opts.jobs or engine.info.ncpu or plan.jobs)
+        spec = container_spec(plan, user=user, jobs=opts.jobs or engine.info.ncpu or plan.jobs, transfer=transfer)
         container = spec.name
         ui.command(spec.docker_run_argv(remove=not opts.keep_container))
         _hand_over(_prepare(plan), user)
         engine.ensure_volume(opts.cache_volume, spec.image)
-        rc, log = _execute(plan, lambda lg: engine.run(spec, lg, keep=opts.keep_container), container=container)
+        hooks: dict[str, Any] = {}
+        if transfer == "copy":
+            engine.ensure_volume(xfer.volume_name(plan.root), spec.image, purpose="source")
+            uid, gid = _numeric_user(user)
+            staging = f"{plan.install_dir}{cmds.STAGING_SUFFIX}"
+
+            def before_start(api: Any, cid: str) -> None:
+                include = [f"{plan.build_dir}/{cmds.HTP_SELECT_FILE}"] if plan.htp_subset else []
+                archive.append(xfer.source_archive(plan.root, exclude=[plan.build_dir, plan.install_dir, staging],
+                                                   include=include, uid=uid, gid=gid))
+                xfer.copy_in(api, cid, archive[-1])
+
+            def after_exit(api: Any, cid: str, rc: int) -> None:
+                if rc == 0:
+                    xfer.copy_out(api, cid, f"{WORKSPACE}/{staging}", (plan.root / staging).parent)
+
+            hooks = {"before_start": before_start, "after_exit": after_exit}
+        rc, log = _execute(plan, lambda lg: engine.run(spec, lg, keep=opts.keep_container, **hooks),
+                           container=container)
         _hand_over([log.path], user)
     except KeyboardInterrupt:
         kept = f"; container {container} kept (--keep-container)" if opts.keep_container and container else \
@@ -394,6 +437,8 @@ def _run_docker(plan: BuildPlan, start: float) -> BuildResult:
         raise Interrupted(f"interrupted{kept}") from None
     finally:
         engine.close()
+        for a in archive:
+            a.unlink(missing_ok=True)
     if opts.keep_container:
         ui.info(f"kept container {container}: docker start {container} && docker exec -it {container} bash "
                 f"(remove it with docker rm -f {container})")
@@ -401,8 +446,15 @@ def _run_docker(plan: BuildPlan, start: float) -> BuildResult:
         raise EnvironmentMissing(
             f"the checkout is not visible inside the build container: the Docker engine at {engine.info.host} "
             "does not share this machine's files (Docker-in-Docker or a remote engine)",
-            hint="run hexbuild where the engine runs, or inside the toolchain image with --engine local")
+            hint="use --transfer copy, run hexbuild where the engine runs, or run inside the toolchain image "
+                 "with --engine local")
     return _finish(plan, rc, log, start, image=image.reference, digest=image.digest, container=container)
+
+
+def _numeric_user(user: str) -> tuple[int, int]:
+    uid_s, _, gid_s = user.partition(":")
+    uid = int(uid_s) if uid_s.isdigit() else 0
+    return uid, int(gid_s) if gid_s.isdigit() else uid
 
 
 def _run_local(plan: BuildPlan, start: float) -> BuildResult:
@@ -465,10 +517,11 @@ def _hand_over(paths: list[Path], user: str) -> None:
     (the container writes into the build directory as that user)."""
     if os.geteuid() != 0:
         return
-    uid_s, _, gid_s = user.partition(":")
-    if not uid_s.isdigit() or int(uid_s) == 0:
+    if not user.partition(":")[0].isdigit():
         return
-    uid, gid = int(uid_s), int(gid_s) if gid_s.isdigit() else int(uid_s)
+    uid, gid = _numeric_user(user)
+    if uid == 0:
+        return
     for p in paths:
         try:
             os.chown(p, uid, gid)

@@ -66,6 +66,7 @@ OPTIONS: dict[str, Option] = {o.key: o for o in [
     _o("build.env_passthrough", list, [], "extra environment variables passed into the build container"),
     _o("build.cache_volume", str, "hexbuild-ccache", "named volume for the compiler cache"),
     _o("build.keep_container", bool, False, "keep the build container after the run, for debugging"),
+    _o("build.transfer", str, "auto", "how the checkout reaches the container: mount (bind mount), copy (Docker API copy in/out; for remote engines) or auto", choices=("auto", "mount", "copy")),
     # deploy
     _o("deploy.targets", list, [], "deploy targets (adb, adb:SERIAL, adb://HOST:PORT[/SERIAL], adb+ssh://…, ssh://…, local:DIR)"),
     _o("deploy.dest", str, "", "install directory on the target (default /data/local/tmp/llama.cpp on Android, ~/llama.cpp on Linux)"),

@@ -15,8 +15,10 @@ package again finds the same release.
 
 Incremental: the device's manifest (what hexbuild installed) is compared with the package's.
 A new release is staged beside the live one: unchanged files are *hard links* to the live
-release's files (no bytes sent, no space used), new or changed files are pushed, stale files
-are simply not carried over. Nothing is ever written through an existing inode: every pushed
+release's files (no bytes sent, no space used), files with the same bytes but another mode are
+copied on the device, new or changed files are pushed, stale files are simply not carried over.
+A release already live is repaired in place instead (missing, resized or re-moded files; with
+--verify also files whose on-device sha256 differs), each file replaced by a rename. Nothing is ever written through an existing inode: every pushed
 path is removed first or written under a temporary name, so the live release (which shares
 inodes with the staged one) never changes under a running process.
 

@@ -27,6 +27,14 @@ LLAMA = {v: CACHE / f"llama-cpp-python-{v}" / "vendor" / "llama.cpp" for v in ("
 USER = (1000, 1000)
 
 
+def llama_tree(version: str) -> Path:
+    """A real llama.cpp tree from the cache scripts/setup-test-env.sh fills."""
+    tree = LLAMA[version]
+    if not (tree / "ggml").is_dir():
+        pytest.fail(f"{tree} is missing: run scripts/setup-test-env.sh", pytrace=False)
+    return tree
+
+
 def hexbuild(*args: str, env: dict[str, str] | None = None, docker_host: str | None = None,
              timeout: float = 300) -> subprocess.CompletedProcess:
     full = {k: v for k, v in os.environ.items() if not k.startswith(("HEXBUILD_", "DOCKER_"))}
@@ -81,9 +89,7 @@ def test_dry_run_json_needs_no_daemon(tmp_path):
     ("0.3.20", "android", "/arm64-android:v0.3", ["v68", "v69", "v73", "v75", "v79", "v81"], "pkg-snapdragon/llama.cpp"),
 ])
 def test_dry_run_of_a_real_llama_cpp_tree(version, os_name, image_tail, htp, install):
-    tree = LLAMA[version]
-    if not tree.is_dir():
-        pytest.fail(f"{tree} is missing: run scripts/setup-test-env.sh", pytrace=False)
+    tree = llama_tree(version)
     cp = hexbuild("build", "-s", str(tree), "--os", os_name, "--dry-run", "--json")
     assert cp.returncode == 0, cp.stderr
     data = result_json(cp)
@@ -100,11 +106,11 @@ def test_dry_run_of_a_real_llama_cpp_tree(version, os_name, image_tail, htp, ins
 
 
 def test_relwithdebinfo_uses_the_revisions_preset_or_the_release_one():
-    new = result_json(hexbuild("build", "-s", str(LLAMA["0.3.36"]), "--build-type", "relwithdebinfo",
+    new = result_json(hexbuild("build", "-s", str(llama_tree("0.3.36")), "--build-type", "relwithdebinfo",
                                "--dry-run", "--json"))
     assert new["preset"] == "arm64-android-snapdragon-relwithdebinfo"
     assert "-DCMAKE_BUILD_TYPE" not in " ".join(new["commands"][0])
-    old = result_json(hexbuild("build", "-s", str(LLAMA["0.3.20"]), "--build-type", "relwithdebinfo",
+    old = result_json(hexbuild("build", "-s", str(llama_tree("0.3.20")), "--build-type", "relwithdebinfo",
                                "--dry-run", "--json"))
     assert old["preset"] == "arm64-android-snapdragon-release"
     assert "-DCMAKE_BUILD_TYPE=RelWithDebInfo" in old["commands"][0]
@@ -119,10 +125,20 @@ def test_relwithdebinfo_uses_the_revisions_preset_or_the_release_one():
     (["--user", "1000:1000; rm -rf /"], "expected UID[:GID]"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, expect):
-    cp = hexbuild("build", "-s", str(LLAMA["0.3.20"]), "--dry-run", *args)
+    cp = hexbuild("build", "-s", str(llama_tree("0.3.20")), "--dry-run", *args)
     assert cp.returncode == 2, cp.stderr
     assert expect in cp.stderr and "Traceback" not in cp.stderr
     assert len([l for l in cp.stderr.splitlines() if l.startswith("hexbuild: error")]) == 1
+
+
+def test_digest_pinned_image_is_accepted(tmp_path):
+    from hexbuild.toolchain.engine import is_digest_pinned
+
+    src = fixture_copy(tmp_path, owner=None)
+    ref = "registry.test/snapdragon-toolchain/arm64-android@sha256:" + "0123456789abcdef" * 4
+    data = result_json(hexbuild("build", "-s", str(src), "--image", ref, "--dry-run", "--json"))
+    assert data["container"]["image"] == ref and data["image_source"] == "--image"
+    assert is_digest_pinned(ref) and not is_digest_pinned(ref.split("@")[0] + ":v0.7")
 
 
 def test_user_presets_without_the_preset_stop_the_build(tmp_path):
@@ -301,13 +317,11 @@ def test_ctrl_c_removes_the_container_and_exits_130(tmp_path, docker_host, toolc
         proc = subprocess.Popen([sys.executable, "-m", "hexbuild", "build", "-s", str(src), "--user", "1000:1000"],
                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd="/")
         try:
+            live_log = src / "build-snapdragon" / "hexbuild-build.log.part"
             deadline = time.monotonic() + 120
-            while time.monotonic() < deadline:
-                log = src / "build-snapdragon" / "hexbuild-build.log.part"
-                if log.exists() and "sleep 120" in log.read_text(errors="replace") or \
-                        (log.exists() and "Building C object" in log.read_text(errors="replace")):
-                    break
+            while not (live_log.exists() and "Building C object" in live_log.read_text(errors="replace")):
                 assert proc.poll() is None, proc.communicate()
+                assert time.monotonic() < deadline, "the build did not get going"
                 time.sleep(0.2)
             assert containers(docker_client), "the build container should be running"
             t0 = time.monotonic()
@@ -387,3 +401,65 @@ def shlex_quote(p) -> str:
     import shlex
 
     return shlex.quote(str(p))
+
+
+def test_copy_mode_builds_without_a_bind_mount_and_stays_incremental(tmp_path, docker_host, toolchain_images,
+                                                                     docker_client):
+    """--transfer copy (what auto picks for a remote engine): the checkout goes in with
+    put_archive into a per-checkout volume and the package comes out with get_archive."""
+    from hexbuild.toolchain.transfer import volume_name
+
+    src = fixture_copy(tmp_path)
+    (src / "docs" / "extra.txt").write_text("deleted before the second build\n")
+    (src / "models").mkdir()
+    (src / "models" / "ggml-vocab-x.gguf").write_bytes(b"GGUF" + b"\0" * 1024)
+    volume = volume_name(src.resolve())
+    try:
+        cp = hexbuild("build", "-s", str(src), "--transfer", "copy", "--user", "1000:1000", "--json", "-v",
+                      docker_host=docker_host)
+        assert cp.returncode == 0, cp.stderr
+        data = result_json(cp)
+        assert data["verify"]["ok"] and data["htp_versions"] == ["v68", "v69", "v73"]
+        assert f"--volume {volume}:/workspace" in cp.stderr          # no bind mount of the checkout
+        pkg = Path(data["package"])
+        assert len(list((pkg / "lib").glob("libggml-htp-*.so"))) == 3 and (pkg / "manifest.json").is_file()
+        assert not (src / "build-snapdragon" / "CMakeCache.txt").exists()  # the build dir lives in the volume
+
+        (src / "docs" / "extra.txt").unlink()
+        cp = hexbuild("build", "-s", str(src), "--transfer", "copy", "--user", "1000:1000", "--htp", "v73",
+                      "--json", docker_host=docker_host)
+        assert cp.returncode == 0, cp.stderr
+        data = result_json(cp)
+        assert sorted(p.name for p in (pkg / "lib").glob("libggml-htp-*.so")) == ["libggml-htp-v73.so"]
+        log = Path(data["log"]).read_text()
+        assert "Building C object src/" not in log                   # incremental: sources unchanged
+        listing = docker_client.containers.run(toolchain_images["android"], ["sh", "-c", "ls docs models; true"],
+                                               remove=True, volumes={volume: {"bind": "/w", "mode": "ro"}},
+                                               working_dir="/w", network_mode="none").decode()
+        assert "extra.txt" not in listing and ".gguf" not in listing  # deleted here, gone there; models skipped
+
+        cp = hexbuild("build", "-s", str(src), "--transfer", "copy", "--user", "1000:1000", "--json",
+                      docker_host=docker_host)
+        assert cp.returncode == 0, cp.stderr
+        assert len(list((pkg / "lib").glob("libggml-htp-*.so"))) == 3
+        assert not containers(docker_client)
+    finally:
+        try:
+            docker_client.volumes.get(volume).remove(force=True)
+        except Exception:
+            pass
+
+
+def test_copy_mode_dry_run_and_auto_choice(tmp_path):
+    from hexbuild.build import resolve_transfer
+
+    assert resolve_transfer("auto", remote=True) == "copy" and resolve_transfer("auto", remote=False) == "mount"
+    assert resolve_transfer("mount", remote=True) == "mount"
+    src = fixture_copy(tmp_path, owner=None)
+    data = result_json(hexbuild("build", "-s", str(src), "--transfer", "copy", "--dry-run", "--json"))
+    assert data["transfer"] == "copy"
+    assert data["container"]["mounts"][0]["type"] == "volume"
+    assert data["container"]["mounts"][0]["source"].startswith("hexbuild-src-")
+    assert "tar -xf /tmp/hexbuild-src.tar" in data["container"]["command"][2]
+    assert "-UCMAKE_PROJECT_ggml_INCLUDE" in data["commands"][0]
+    assert "put_archive" in data["note"]

@@ -26,7 +26,11 @@ RESULT_KEYS = {"target": str, "serial": (str, type(None)), "soc": (str, type(Non
 
 
 @pytest.fixture(autouse=True)
-def _no_fault_hook():
+def _isolated(tmp_path, monkeypatch):
+    test_cache = os.environ.get("HEXBUILD_TEST_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "hexbuild-tests")
+    monkeypatch.setenv("HEXBUILD_TEST_CACHE", test_cache)  # compiled ELF files stay shared
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))  # hexbuild's hash cache stays in the test
     yield
     deploy_mod.FAULT_HOOK = None
 
@@ -421,8 +425,7 @@ def gguf_file(path: Path, seed: int = 0) -> Path:
     return path
 
 
-def test_models_are_pushed_once_atomically_and_replaced_when_they_change(make_device, pkg, tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+def test_models_are_pushed_once_atomically_and_replaced_when_they_change(make_device, pkg, tmp_path):
     dev = make_device("SM8650")
     t = t_adb(dev)
     model = gguf_file(tmp_path / "tiny.gguf")
@@ -438,8 +441,7 @@ def test_models_are_pushed_once_atomically_and_replaced_when_they_change(make_de
     assert sorted(p.name for p in (dev.tmp / "gguf").iterdir()) == [".hexbuild", "tiny.gguf"]  # no temp files
 
 
-def test_a_model_cut_mid_push_leaves_no_partial_model(make_device, pkg, tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+def test_a_model_cut_mid_push_leaves_no_partial_model(make_device, pkg, tmp_path):
     dev = make_device("SM8650")
     t = t_adb(dev)
     one(pkg, t)

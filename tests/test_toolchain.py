@@ -377,6 +377,47 @@ def test_missing_image_that_cannot_be_pulled_names_the_image(docker_host, policy
     assert "docker pull" in e.value.hint and "--image" in e.value.hint
 
 
+@pytest.fixture
+def arm64_image(docker_client):
+    """A local image built for linux/arm64: a one-layer image in `docker save` format whose
+    config says so, loaded with the engine's own image loader."""
+    import hashlib
+    import io
+    import tarfile as tf
+
+    def tar_bytes(files: dict[str, bytes]) -> bytes:
+        buf = io.BytesIO()
+        with tf.open(fileobj=buf, mode="w") as tar:
+            for name, data in files.items():
+                info = tf.TarInfo(name)
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+        return buf.getvalue()
+
+    ref = "hexbuild.test/snapdragon-toolchain/arm64-android:v0.0-arm64host"
+    layer = tar_bytes({"etc/hexbuild-arm64": b"arm64\n"})
+    diff_id = "sha256:" + hashlib.sha256(layer).hexdigest()
+    config = json.dumps({"architecture": "arm64", "os": "linux", "config": {},
+                         "rootfs": {"type": "layers", "diff_ids": [diff_id]}}).encode()
+    config_name = hashlib.sha256(config).hexdigest() + ".json"
+    manifest = json.dumps([{"Config": config_name, "RepoTags": [ref], "Layers": ["layer/layer.tar"]}]).encode()
+    docker_client.images.load(tar_bytes({"layer/layer.tar": layer, config_name: config, "manifest.json": manifest}))
+    assert docker_client.images.get(ref).attrs["Architecture"] == "arm64"
+    yield ref
+    docker_client.images.remove(ref, force=True)
+
+
+def test_an_image_for_another_platform_is_refused(docker_host, arm64_image):
+    engine = DockerEngine.connect(docker_host)
+    try:
+        with pytest.raises(EnvironmentMissing, match="is linux/arm64; the toolchain needs linux/amd64"):
+            engine.ensure_image(arm64_image, "never")
+        with pytest.raises(EnvironmentMissing, match="pulling it failed"):  # missing: tries the amd64 one
+            engine.ensure_image(arm64_image, "missing")
+    finally:
+        engine.close()
+
+
 def test_missing_image_with_pull_never(docker_host):
     engine = DockerEngine.connect(docker_host)
     try:
@@ -408,7 +449,10 @@ def test_run_streams_the_log_reports_the_exit_code_and_removes_the_container(doc
     finally:
         engine.close()
     assert rc == 7 and started == ["hexbuild-test-run"]
-    assert (tmp_path / "run.log").read_text().splitlines() == ["one", "1000", "two", "no newline"]
+    lines = (tmp_path / "run.log").read_text().splitlines()
+    assert sorted(lines) == sorted(["one", "1000", "two", "no newline"])  # stdout and stderr both
+    stdout = [l for l in lines if l != "two"]                               # (their interleaving is the engine's)
+    assert stdout == ["one", "1000", "no newline"]
     assert (work / "made-here").stat().st_uid == 1000
     assert "hexbuild-test-run" not in _containers(docker_client)
 

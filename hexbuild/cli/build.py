@@ -23,6 +23,7 @@ def build(
     image: Optional[str] = typer.Option(None, "--image", help="Toolchain image (default: the one the checkout pins; NAME:TAG or NAME@sha256:...)."),
     pull: Optional[str] = typer.Option(None, "--pull", help="Image pull policy: missing, always or never."),
     user: Optional[str] = typer.Option(None, "--user", help="UID:GID inside the container (default: yours; root on a rootless engine)."),
+    transfer: Optional[str] = typer.Option(None, "--transfer", help="How the checkout reaches the container: mount, copy (Docker API; remote engines) or auto."),
     keep_container: Optional[bool] = typer.Option(None, "--keep-container/--no-keep-container", help="Keep the build container afterwards, for docker exec."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan, the container spec and the docker run line; run nothing."),
 ) -> None:
@@ -35,6 +36,7 @@ def build(
         "build.build_dir": build_dir, "build.install_dir": install_dir, "build.jobs": jobs,
         "build.htp": htp or None, "build.cmake_args": cmake_arg or None, "build.engine": engine,
         "build.image": image, "build.pull": pull, "build.user": user, "build.keep_container": keep_container,
+        "build.transfer": transfer,
     })
     options = BuildOptions.from_settings(s)
     if dry_run:

@@ -49,7 +49,7 @@ class BuildLog:
     # -- live view -------------------------------------------------------------------------
     def __enter__(self) -> "BuildLog":
         if not self.echo and not ui.quiet:
-            self._progress = ui.progress()
+            self._progress = _step_progress()
             self._progress.__enter__()
             self._task = self._progress.add_task(self.title, total=None)
         return self
@@ -82,8 +82,7 @@ class BuildLog:
             # outer build's count.
             if total >= self._total:
                 self._total, self._done = total, done
-                self._progress.update(self._task, completed=done, total=total,
-                                      description=f"{self.title} {done}/{total}")
+                self._progress.update(self._task, completed=done, total=total)
 
     def replace(self, data: bytes | str) -> None:
         """Start the log over with the whole output (when the live stream got stuck)."""
@@ -126,6 +125,17 @@ class BuildLog:
             return lines[-n:]
         start = failed[-1]
         return lines[start:start + n - 2] + ["...", lines[-1]]
+
+
+def _step_progress() -> Any:
+    """Build steps, not bytes: on a terminal a bar with n/m and the elapsed time; elsewhere the
+    UI's plain progress lines."""
+    if not ui.interactive:
+        return ui.progress()
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=ui.console(), transient=True)
 
 
 @dataclass(frozen=True)

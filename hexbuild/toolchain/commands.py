@@ -116,12 +116,15 @@ def install_argv(build_dir: str, install_dir: str) -> list[str]:
     return ["cmake", "--install", build_dir, "--prefix", install_dir + STAGING_SUFFIX]
 
 
-def script(commands: list[list[str]], *, keep_marker: bool = False) -> str:
-    """The POSIX shell script the engine runs: stop at the first failure, echo each command."""
+def script(commands: list[list[str]], *, keep_marker: bool = False, prelude: list[str] | None = None) -> str:
+    """The POSIX shell script the engine runs: stop at the first failure, echo each command.
+    ``prelude``: shell lines that put the checkout in place first (copy mode)."""
     lines = []
     if keep_marker:
         # A kept container started again idles instead of building again, for `docker exec`.
         lines += [f"if [ -e {KEEP_MARKER} ]; then exec sleep infinity; fi", f": > {KEEP_MARKER}"]
+    if prelude:
+        lines += ["set -e", *prelude]
     lines += [f'[ -f CMakeLists.txt ] || {{ echo "hexbuild: the checkout is not visible at $PWD" >&2; '
               f"exit {NO_CHECKOUT_STATUS}; }}", "set -ex"]
     lines += [shlex.join(c) for c in commands]

@@ -25,6 +25,7 @@ from .buildlog import BuildLog
 from .spec import CACHE_DIR, PLATFORM, ContainerSpec
 
 DEFAULT_HOST = "unix:///var/run/docker.sock"
+VOLUME_MARKER = ".hexbuild-volume"
 API_TIMEOUT = 60        # seconds for ordinary API calls
 PULL_TIMEOUT = 600      # seconds without a pull event before giving up
 _DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
@@ -220,8 +221,9 @@ class DockerEngine:
             raise
 
     # -- the compiler cache -------------------------------------------------------------------
-    def ensure_volume(self, name: str, image: str) -> None:
-        """The named volume for ccache, writable by any build user (created once)."""
+    def ensure_volume(self, name: str, image: str, *, purpose: str = "ccache") -> None:
+        """A named volume (the compiler cache, or copy mode's checkout), writable by any build
+        user; created once."""
         from docker.errors import NotFound
 
         try:
@@ -229,9 +231,11 @@ class DockerEngine:
             return
         except NotFound:
             pass
-        self.client.api.create_volume(name, labels={"hexbuild.cache": "ccache"})
-        # A new volume is root-owned; builds run as the invoking user. Open it up once.
-        cmd = ["chmod", "1777", CACHE_DIR]
+        self.client.api.create_volume(name, labels={"hexbuild.volume": purpose})
+        # A new volume is root-owned; builds run as the invoking user. Open it up once, and
+        # leave a file in it: Docker gives an *empty* volume the owner and mode of the mount
+        # point (which the working directory creates as root, 755) on its next mount.
+        cmd = ["sh", "-c", f"chmod 1777 {CACHE_DIR} && : > {CACHE_DIR}/{VOLUME_MARKER}"]
         hc = self.client.api.create_host_config(binds={name: {"bind": CACHE_DIR, "mode": "rw"}}, network_mode="none")
         c = self.client.api.create_container(image, cmd, user="0:0", host_config=hc, platform=PLATFORM,
                                              use_config_proxy=False, labels={"hexbuild": "cache-init"})
@@ -245,9 +249,12 @@ class DockerEngine:
 
     # -- one build container ------------------------------------------------------------------
     def run(self, spec: ContainerSpec, log: BuildLog, *, keep: bool = False,
-            on_started: Callable[[str], None] | None = None) -> int:
+            on_started: Callable[[str], None] | None = None,
+            before_start: Callable[[Any, str], None] | None = None,
+            after_exit: Callable[[Any, str, int], None] | None = None) -> int:
         """Create, start and wait for the build container; its log goes to ``log``. Removed
-        afterwards (also on Ctrl-C) unless ``keep``."""
+        afterwards (also on Ctrl-C) unless ``keep``. ``before_start``/``after_exit`` get the
+        low-level API and the container ID (copy mode moves files there)."""
         import docker.types
 
         from docker.errors import APIError
@@ -265,6 +272,8 @@ class DockerEngine:
                                                use_config_proxy=False, labels={"hexbuild": "build"}, tty=False,
                                                stdin_open=False)
                 ref = created["Id"]
+                if before_start:
+                    before_start(api, ref)
                 api.start(ref)
             except APIError as e:
                 raise _refused(e, spec) from None
@@ -289,6 +298,8 @@ class DockerEngine:
                 log.replace(full)
             elif len(full) > log.fed_bytes:
                 log.feed(full[log.fed_bytes:])
+            if after_exit:
+                after_exit(api, ref, rc)
             return rc
         except BaseException:
             interrupted = True
@@ -319,7 +330,8 @@ def _refused(e: Exception, spec: ContainerSpec) -> EnvironmentMissing:
         return EnvironmentMissing(
             f"the Docker engine cannot see the checkout ({msg}): it runs on another machine or in another "
             "container (Docker-in-Docker)",
-            hint="run hexbuild where the engine runs, or inside the toolchain image with --engine local")
+            hint="use --transfer copy, run hexbuild where the engine runs, or run inside the toolchain image "
+                 "with --engine local")
     return EnvironmentMissing(f"the Docker engine refused the build container: {msg}",
                               hint=f"the same container by hand: {spec.docker_run_line()}")
 

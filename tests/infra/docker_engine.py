@@ -20,6 +20,7 @@ import errno
 import fcntl
 import hashlib
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -127,7 +128,7 @@ class DockerDaemon:
                     self.proc.wait(timeout=10)
         finally:
             self.proc = None
-            subprocess.run(["rm", "-rf", str(self.run_dir)], check=False)
+            shutil.rmtree(self.run_dir, ignore_errors=True)
             if self.lock_fd is not None:
                 os.close(self.lock_fd)
                 self.lock_fd = None
