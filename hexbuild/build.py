@@ -373,6 +373,16 @@ def _terminate_as_interrupt() -> Iterator[None]:
             signal.signal(s, h)
 
 
+# What deploy and run need to know about the revision inside a package, long after the checkout
+# is gone: how it selects sessions, which knobs and tools it has, whose scripts it follows.
+MANIFEST_FACTS = ("revision", "device_selection", "device_names", "env_vars", "tools", "scripts", "htp_versions")
+
+
+def revision_facts(facts) -> dict:
+    data = facts.to_json()
+    return {k: data[k] for k in MANIFEST_FACTS}
+
+
 def run_build(options: BuildOptions) -> BuildResult:
     start = time.monotonic()
     plan = plan_build(options)
@@ -548,7 +558,7 @@ def _finish(plan: BuildPlan, rc: int, log: BuildLog, start: float, *, image: str
         raise VerifyFailed(f"the built package {plan.install_dir} fails verification: {first.file}: {first.check}: "
                            f"{first.detail}{more}", hint=f"hexbuild verify {plan.package} --os {plan.os} -v",
                            details={"verify": report.to_json()})
-    meta = {"os": plan.os, "llama_cpp": {"revision": plan.facts.revision},
+    meta = {"os": plan.os, "llama_cpp": revision_facts(plan.facts),
             "image": {"reference": image, "digest": digest}, "preset": plan.preset, "build_type": plan.build_type,
             "htp_versions": plan.htp_versions, "engine": plan.options.engine,
             "cmake_args": list(plan.options.cmake_args)}

@@ -209,6 +209,12 @@ def test_build_as_another_user_gives_a_verified_package_they_own(tmp_path, docke
     manifest = json.loads((pkg / "manifest.json").read_text())
     assert manifest["image"] == {"reference": toolchain_images["android"], "digest": data["digest"]}
     assert manifest["preset"] == data["preset"] and manifest["htp_versions"] == ["v68", "v69", "v73"]
+    # deploy and run read the revision's vocabulary from here, long after the checkout is gone
+    from hexbuild.source import read_source
+
+    facts = read_source(src).to_json()
+    assert manifest["llama_cpp"] == {k: facts[k] for k in ("revision", "device_selection", "device_names",
+                                                            "env_vars", "tools", "scripts", "htp_versions")}
     log = Path(data["log"]).read_text()
     assert "passed=[m4rk] leaked=[]" in log and "[40/40]" in log
     assert not (src / "CMakeUserPresets.json").exists()       # the copy is gone again
