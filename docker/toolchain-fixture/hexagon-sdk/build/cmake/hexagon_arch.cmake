@@ -1,0 +1,11 @@
+# Stand-in for the Hexagon SDK's hexagon_arch.cmake: V_ARCH for the requested DSP version.
+if(NOT DSP_VERSION)
+  set(DSP_VERSION "$ENV{DEFAULT_DSP_ARCH}")
+endif()
+if(NOT DSP_VERSION)
+  set(DSP_VERSION v73)
+endif()
+if(NOT DSP_VERSION MATCHES "^v[0-9]+$")
+  message(FATAL_ERROR "DSP_VERSION must look like v73, not '${DSP_VERSION}'")
+endif()
+set(V_ARCH "${DSP_VERSION}")
