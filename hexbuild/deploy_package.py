@@ -59,6 +59,11 @@ def load_package(path: Path) -> Package:
             raise UsageError(f"not a package directory or .tar.gz: {path}")
         tmp = tempfile.TemporaryDirectory(prefix="hexbuild-pkg-")
         root = _extract(path, Path(tmp.name))
+    if not ((root / "lib").is_dir() or (root / "bin").is_dir()):
+        if tmp is not None:
+            tmp.cleanup()
+        raise UsageError(f"{path} is not a llama.cpp package (no lib/ or bin/)",
+                         hint="pass the install prefix, e.g. pkg-snapdragon/llama.cpp")
     try:
         meta = load_meta(root, strict=False)
         entries = [e for e in scan(root) if e.kind != "dir"]

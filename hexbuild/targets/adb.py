@@ -116,7 +116,7 @@ class AdbTarget(ShellTarget):
         serial = self.resolve_serial()
         entry = next((d for d in self.devices() if d.serial == serial), None)
         if entry is None:
-            raise EnvironmentMissing(f"{self.spec}: device {serial} is not attached to {self.server}",
+            raise EnvironmentMissing(f"device {serial} is not attached to {self.server}",
                                      hint="adb devices -l lists the attached devices; for a network device: adb connect HOST:PORT")
         info = DeviceInfo(target=self.spec, kind=self.kind, os=self.os, state=entry.state, serial=serial)
         if entry.state != "device":

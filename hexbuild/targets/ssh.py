@@ -134,7 +134,9 @@ class SshSession:
                                      hint="check the address and that sshd runs there") from None
         except (OSError, paramiko.SSHException) as e:
             client.close()
-            raise EnvironmentMissing(f"cannot reach SSH host {self.host} port {self.port}: {e}",
+            # paramiko wraps refusals as "[Errno None] Unable to connect …": keep the words, not the noise
+            reason = str(e).replace("[Errno None] ", "")
+            raise EnvironmentMissing(f"cannot reach SSH host {self.host} port {self.port}: {reason}",
                                      hint="check the address and that sshd runs there") from None
         transport = client.get_transport()
         transport.set_keepalive(max(5, int(self.timeout)))
