@@ -1,4 +1,4 @@
-"""hexbuild/runner.py: rendering runs in the deployed revision's vocabulary, the user's flags
+"""hexbuild/runner/: rendering runs in the deployed revision's vocabulary, the user's flags
 replacing injected defaults, and the launch scripts `deploy --ndev` writes (run under a real sh
 with the argv_echo tool standing in for llama.cpp's binaries)."""
 

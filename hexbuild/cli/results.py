@@ -13,7 +13,7 @@ results_app = typer.Typer(help="Read the results llama.cpp programs print.", no_
 def parse(
     logs: List[str] = typer.Argument(..., metavar="LOG...", help="Log files; - reads stdin."),
 ) -> None:
-    """Turn llama.cpp output into one JSON document (schema: hexbuild/results.py)."""
+    """Turn llama.cpp output into one JSON document (schema: hexbuild/results/__init__.py)."""
     from ..results import parse_logs, render
     from ..ui import ui
 

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from .errors import UsageError
+from ..errors import UsageError
 from .hashcache import HashCache
-from .targets.base import Target
+from ..targets.base import Target
 
 MODELS_INDEX = ".hexbuild/models.json"
 TEMP_NAME = re.compile(r"^\..+\.hexbuild-([0-9a-f]{8}|part)$")  # posix.temp_name, model parts

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import UsageError
+from ..errors import UsageError
 from .hashcache import HashCache
 
 
@@ -47,7 +47,7 @@ def load_package(path: Path) -> Package:
     through a cache keyed by (size, mtime, ctime, inode), so a redeploy after one library
     changed re-hashes that library, not the whole gigabyte. Files modified in the last two
     seconds are never served from the cache (the "racy git" rule)."""
-    from .artifacts.manifest import assemble, load_meta, scan
+    from ..artifacts.manifest import assemble, load_meta, scan
 
     path = Path(path).expanduser()
     if not path.exists():

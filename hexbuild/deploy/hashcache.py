@@ -40,7 +40,7 @@ class HashCache:
         return self.many([path])[0]
 
     def many(self, paths: Sequence[Path]) -> list[tuple[int, str]]:
-        from .artifacts.manifest import sha256_file
+        from ..artifacts.manifest import sha256_file
 
         stats = [p.stat() for p in paths]
         keys = [str(Path(p).resolve()) for p in paths]

@@ -1,0 +1,96 @@
+"""Carrying out a plan: stage the new release (links, device-side copies, pushes, modes), write
+its manifest last, then switch ``<dest>`` to it with one rename — or, for a release already
+live, repair it in place."""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import time
+from typing import Callable
+
+from .. import __version__
+from ..targets.base import Target
+from ..targets.posix import batches
+from .checkpoints import checkpoint
+from .layout import MANIFEST, SWAP, Layout, Live
+from .options import DeployOptions
+from .package import Package, PackageFile
+from .plan import Plan
+from .push import repair, send
+from .result import TargetResult
+from .scripts import SCRIPTS_DIR
+
+_STAGE = r'''set -e
+R=$1; L=$2; shift 2
+mkdir -p "$R"
+cd "$R"
+while [ $# -gt 0 ]; do
+  case $1 in
+    rm) rm -f "$2";;
+    dir) mkdir -p "$2";;
+    ln) ln -f "$L/$2" "$2";;
+    cp) cp "$L/$2" "$2";;
+    *) echo "unknown staging step $1" >&2; exit 2;;
+  esac
+  shift 2
+done'''
+
+
+def device_manifest(want: dict[str, PackageFile], pkg: Package, rid: str, previous: str | None,
+                    opts: DeployOptions) -> bytes:
+    doc = {
+        "schema": 1,
+        "hexbuild_version": __version__,
+        "release": rid,
+        "previous": previous,
+        "deployed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        **{k: v for k, v in pkg.meta.items() if k not in ("schema", "hexbuild_version", "files")},
+        "ndev": opts.ndev or None,
+        "scripts": sorted(r[len(SCRIPTS_DIR) + 1:] for r in want if r.startswith(SCRIPTS_DIR + "/")),
+        "files": [{"path": r, "size": want[r].size, "sha256": want[r].sha256, "mode": f"{want[r].mode:04o}"}
+                  for r in sorted(want)],
+    }
+    return (json.dumps(doc, indent=1, sort_keys=False) + "\n").encode("utf-8")
+
+
+def apply_plan(target: Target, lay: Layout, live: Live, plan: Plan, want: dict[str, PackageFile], pkg: Package,
+               opts: DeployOptions, progress: Callable[[int], None], res: TargetResult) -> None:
+    rid = plan.release_dir.rsplit("-", 1)[-1]
+    if plan.in_place:
+        if plan.junk:  # temporary files of a repair that was cut off
+            target.remove_in(plan.release_dir, sorted(plan.junk))
+        if plan.repair:
+            repair(target, plan.release_dir, plan.repair, want, progress, res)
+        return
+    R = plan.release_dir
+    checkpoint(target, "stage")
+    ops: list[str] = []
+    if plan.staged_manifest:
+        ops += ["rm", MANIFEST]  # the release is being changed: no longer complete
+    for rel in sorted(plan.junk):
+        ops += ["rm", rel]
+    for d in sorted({posixpath.dirname(r) for r in plan.push | plan.link | plan.copy} - {""} | {".hexbuild"}):
+        ops += ["dir", d]
+    for rel in sorted(plan.link):
+        ops += ["ln", rel]
+    for rel in sorted(plan.copy):
+        ops += ["cp", rel]
+    for chunk in batches(ops, group=2):
+        target.sh(_STAGE, R, live.root or R, *chunk, what="staging the new release")
+    checkpoint(target, "linked")
+    if plan.push:
+        send(target, R, sorted(plan.push), want, progress, res, temp=False)
+    if plan.fix_mode:
+        by_mode: dict[int, list[str]] = {}
+        for rel in sorted(plan.fix_mode):
+            by_mode.setdefault(want[rel].mode, []).append(rel)
+        target.chmod_in(R, by_mode)
+    checkpoint(target, "pushed")
+    target.write_file(posixpath.join(R, MANIFEST), device_manifest(want, pkg, rid, plan.previous, opts))
+    checkpoint(target, "manifest")
+    legacy = posixpath.basename(plan.previous) if live.kind == "dir" and plan.previous else lay.prefix + "legacy"
+    keep = [lay.prefix + rid] + ([plan.previous] if plan.previous else [])
+    target.sh(SWAP, lay.parent, lay.name, lay.prefix + rid, lay.link_tmp, legacy, lay.prefix, *keep,
+              what="switching to the new release")
+    checkpoint(target, "swapped")

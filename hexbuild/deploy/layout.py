@@ -1,0 +1,134 @@
+"""The layout on the target: release directories beside ``<dest>``, the symlink that makes one of
+them live, and the one-rename switch between them (see the package docstring)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import posixpath
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import DeployFailed
+from ..targets.base import RemoteFile, Target
+from .package import PackageFile
+
+MANIFEST = ".hexbuild/manifest.json"
+
+
+@dataclass
+class Layout:
+    dest: str
+
+    @property
+    def parent(self) -> str:
+        return posixpath.dirname(self.dest)
+
+    @property
+    def name(self) -> str:
+        return posixpath.basename(self.dest)
+
+    @property
+    def prefix(self) -> str:
+        return f".{self.name}.hexbuild-"
+
+    def release(self, rid: str) -> str:
+        return posixpath.join(self.parent, self.prefix + rid)
+
+    @property
+    def link_tmp(self) -> str:
+        return self.prefix + "link"
+
+
+@dataclass
+class Live:
+    kind: str  # missing | link | dir
+    release: str | None  # directory name (in parent) of the live release
+    root: str | None  # real path of the live tree
+    manifest: dict[str, Any] | None
+    files: dict[str, RemoteFile]
+
+
+def release_id(files: dict[str, PackageFile]) -> str:
+    h = hashlib.sha256()
+    for rel in sorted(files):
+        f = files[rel]
+        h.update(f"{rel}\0{f.sha256}\0{f.mode:o}\n".encode("utf-8"))
+    return h.hexdigest()[:16]
+
+
+def manifest_of(raw: bytes | None) -> dict[str, Any] | None:
+    if raw is None:
+        return None
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return None
+    return data if isinstance(data, dict) and isinstance(data.get("files"), list) else None
+
+
+def user_files(listing: dict[str, RemoteFile]) -> dict[str, RemoteFile]:
+    return {k: v for k, v in listing.items() if not k.startswith(".hexbuild/")}
+
+
+def read_live(target: Target, lay: Layout, rid: str, *, verify: bool) -> tuple[Live, Any]:
+    """The live install and the staged release ``rid`` (from an earlier, cut-off run), read
+    in one device call; hashes only where nothing else can tell them."""
+    staging = lay.release(rid)
+    snap = target.snapshot([lay.dest, staging])
+    here, staged = snap[lay.dest], snap[staging]
+    if here.kind == "file":
+        raise DeployFailed(f"{lay.dest} on {target.spec} is a file, not an install directory",
+                           hint="remove it or choose another --dest")
+    if here.kind == "missing" or not here.is_dir:
+        if here.kind == "link":
+            managed_release(target, lay, here.link or "")  # a dangling link must still be ours
+        return Live("missing", None, None, None, {}), staged
+    release = None
+    root = lay.dest
+    if here.kind == "link":
+        release = managed_release(target, lay, here.link or "")
+        root = posixpath.join(lay.parent, release)
+    manifest = manifest_of(target.read_file(posixpath.join(root, MANIFEST)))
+    files = user_files(here.files)
+    # hash on the device only what cannot be known otherwise: an install without a manifest
+    # (adopted), or the live release itself under --verify
+    if manifest is None or (verify and manifest.get("release") == rid):
+        for rel, digest in target.hash_tree(root).items():
+            if rel in files:
+                files[rel].sha256 = digest
+    else:
+        recorded = {f["path"]: f for f in manifest["files"] if isinstance(f, dict) and "path" in f}
+        for rel, f in files.items():
+            rec = recorded.get(rel)
+            # the recorded hash stands for the file only while its size still matches
+            if rec and int(rec.get("size", -1)) == f.size:
+                f.sha256 = rec.get("sha256")
+    return Live(here.kind, release, root, manifest, files), staged
+
+
+def managed_release(target: Target, lay: Layout, link: str) -> str:
+    name = posixpath.basename(link.rstrip("/"))
+    where = posixpath.dirname(link.rstrip("/"))
+    if where not in ("", lay.parent) or not name.startswith(lay.prefix):
+        raise DeployFailed(f"{lay.dest} on {target.spec} is a symlink hexbuild did not make (-> {link})",
+                           hint="remove the symlink or choose another --dest")
+    return name
+
+
+SWAP = r'''set -e
+cd "$1"
+name=$2; rel=$3; tmp=$4; legacy=$5; prefix=$6
+shift 6
+rm -f "$tmp"
+ln -s "$rel" "$tmp"
+if [ -d "$name" ] && [ ! -L "$name" ]; then mv "$name" "$legacy"; fi
+mv -fT "$tmp" "$name"
+[ -n "$prefix" ] || exit 0
+# the switch is done: drop every release but the kept ones ("$@")
+for d in "$prefix"*; do
+  [ -e "$d" ] || [ -L "$d" ] || continue
+  keep=0
+  for k in "$@"; do [ "$d" = "$k" ] && keep=1; done
+  [ $keep = 1 ] || rm -rf "$d"
+done'''

@@ -1,0 +1,128 @@
+"""One target: probe it, plan the release against what it has, check space, then stage, push,
+switch, verify and push models — every failure caught into its TargetResult."""
+
+from __future__ import annotations
+
+import posixpath
+import tempfile
+import time
+from pathlib import Path
+
+from ..errors import EnvironmentMissing, HexbuildError, Interrupted, UsageError
+from ..targets.base import DeviceInfo, Target
+from ..targets.posix import not_ready_message
+from ..ui import ui
+from .apply import apply_plan
+from .checkpoints import cancel, checkpoint, fault
+from .layout import Layout, read_live, release_id
+from .models import Model, plan_models, push_models
+from .options import DeployOptions
+from .package import Package
+from .plan import plan_release
+from .result import TargetResult
+from .rollback import rollback
+from .scripts import launch_scripts_for, script_files
+from .space import check_space
+from .verify import verify_install
+
+
+def deploy_one(target: Target, pkg: Package | None, models: list[Model], opts: DeployOptions) -> TargetResult:
+    res = TargetResult(target=target.spec)
+    t0 = time.monotonic()
+    task = None
+    tmpdir: tempfile.TemporaryDirectory | None = None
+    try:
+        from ..runner import DEFAULT_MODELS, default_dest
+
+        dest = _absolute(target, opts.dest or default_dest(target), "--dest")
+        res.dest = dest
+        info = target.probe(dest)
+        res.serial, res.soc, res.htp_arch = info.serial, info.soc, info.htp_arch
+        _require_ready(target, info)
+        lay = Layout(dest)
+        if opts.rollback:
+            rollback(target, lay, res, opts)
+            return res
+        models_dir = _absolute(target, opts.models_dir or DEFAULT_MODELS.get(target.os, DEFAULT_MODELS["android"]),
+                               "models directory")
+        want = dict(pkg.files)
+        scripts = launch_scripts_for(target, info, pkg, dest, models_dir, opts)
+        if scripts:
+            tmpdir = tempfile.TemporaryDirectory(prefix="hexbuild-scripts-")
+            want.update(script_files(scripts, Path(tmpdir.name)))
+        rid = release_id(want)
+        res.release = lay.prefix + rid
+        res.files_total = len(want) + len(models)
+        res.bytes_total = sum(f.size for f in want.values()) + sum(m.size for m in models)
+
+        live, staged = read_live(target, lay, rid, verify=opts.verify)
+        plan = plan_release(target, lay, live, staged, want, rid, opts)
+        model_plan = plan_models(target, models_dir, models)
+        res.files_removed = len(plan.stale)
+        res.previous = plan.previous
+        check_space(target, info, dest, models_dir, plan, model_plan)
+        if opts.dry_run:
+            res.plan = {"push": sorted(plan.push), "link": len(plan.link), "copy": len(plan.copy), "keep": len(plan.keep),
+                        "remove": sorted(plan.stale), "repair": sorted(plan.repair),
+                        "models_push": [m.name for m in model_plan.push], "release": res.release,
+                        "swap": plan.swap, "bytes_to_push": plan.push_bytes + model_plan.push_bytes}
+            res.files_pushed = len(plan.push) + len(plan.repair) + len(model_plan.push)
+            res.bytes_pushed = 0
+            res.status = "unchanged" if not res.files_pushed and not plan.swap else "ok"
+            return res
+
+        total = plan.push_bytes + model_plan.push_bytes
+        label = info.serial or target.spec
+        if opts.progress is not None and total:
+            task = opts.progress.add_task(f"{label}", total=total)
+
+        def progress(n: int) -> None:
+            if cancel.is_set():
+                raise Interrupted("interrupted")
+            res.bytes_pushed += n
+            if task is not None:
+                opts.progress.update(task, advance=n)
+            fault(target.spec, f"bytes:{res.bytes_pushed}")
+
+        apply_plan(target, lay, live, plan, want, pkg, opts, progress, res)
+        if opts.verify:
+            verify_install(target, lay, want, progress, res, checked_live=plan.in_place, repaired=plan.repair)
+        done = push_models(target, models_dir, model_plan, progress, lambda name: checkpoint(target, name))
+        res.models = done
+        res.files_pushed += sum(1 for m in done if m["status"] == "pushed")
+        changed = plan.swap or res.files_pushed or res.files_removed
+        res.status = "ok" if changed else "unchanged"
+    except HexbuildError as e:
+        res.status, res.error, res.hint = "failed", e.message, e.hint
+    except Exception as e:  # one target's bug must not take the others down
+        if ui.verbose:
+            import traceback
+
+            traceback.print_exc()
+        res.status, res.error = "failed", f"internal error: {type(e).__name__}: {e}"
+    finally:
+        res.duration_s = round(time.monotonic() - t0, 3)
+        if tmpdir is not None:
+            tmpdir.cleanup()
+        if task is not None:
+            opts.progress.update(task, description=f"{info_label(res)} {res.status}")
+    return res
+
+
+def info_label(res: TargetResult) -> str:
+    return res.serial or res.target
+
+
+def _absolute(target: Target, path: str, what: str) -> str:
+    expanded = target.expand(path) if hasattr(target, "expand") else path
+    norm = posixpath.normpath(expanded)
+    if not norm.startswith("/") or norm == "/":
+        raise UsageError(f"{what} must be an absolute directory other than /: {path!r}")
+    return norm
+
+
+def _require_ready(target: Target, info: DeviceInfo) -> None:
+    if info.state in ("device", "ready"):
+        return
+    what, fix = not_ready_message(info.state)
+    raise EnvironmentMissing(f"{target.spec}: device {info.serial} {what}", hint=fix)

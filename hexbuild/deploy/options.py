@@ -1,0 +1,21 @@
+"""What the user asked of a deploy: the flags of ``hexbuild deploy`` as one object."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class DeployOptions:
+    dest: str | None = None  # None: the target's default (runner.default_dest)
+    models: list[Path] = field(default_factory=list)
+    models_dir: str | None = None
+    ndev: int = 0
+    verify: bool = False
+    rollback: bool = False
+    dry_run: bool = False
+    parallel: int = 4
+    facts: dict[str, Any] | None = None  # source facts for launch scripts (default: the package's)
+    progress: Any = None  # a ui.progress() object, or None

@@ -1,0 +1,48 @@
+"""Sending package files over the wire: into a release being staged, or — to repair the live
+release — under temporary names renamed over the old files."""
+
+from __future__ import annotations
+
+import posixpath
+from typing import Callable, Sequence
+
+from ..targets.base import Target
+from ..targets.posix import batches
+from .checkpoints import checkpoint
+from .package import PackageFile
+from .result import TargetResult
+
+_RENAME_PAIRS = r'''set -e
+cd "$1"
+shift
+while [ $# -gt 0 ]; do mv -f "$1" "$2"; shift 2; done'''
+
+
+def send(target: Target, root: str, rels: Sequence[str], want: dict[str, PackageFile],
+         progress: Callable[[int], None], res: TargetResult, *, temp: bool) -> dict[str, str]:
+    """Push ``rels`` under ``root`` (to temporary names when ``temp``); {rel: remote name}."""
+    sent: dict[str, str] = {}
+    for i, rel in enumerate(sorted(rels)):
+        remote = posixpath.join(root, rel)
+        name = target.temp_name(remote) if temp else remote
+        target.send_file(want[rel].local, name, progress)
+        sent[rel] = name
+        res.files_pushed += 1
+        checkpoint(target, f"pushed:{i + 1}")
+    by_mode: dict[int, list[str]] = {}
+    for rel, name in sent.items():
+        by_mode.setdefault(want[rel].mode, []).append(posixpath.relpath(name, root))
+    target.chmod_in(root, by_mode)
+    return sent
+
+
+def repair(target: Target, root: str, rels: set[str], want: dict[str, PackageFile],
+           progress: Callable[[int], None], res: TargetResult) -> None:
+    """Replace drifted files of the *live* release one by one: each arrives under a temporary
+    name and is renamed over the old one, so every file is always whole."""
+    sent = send(target, root, sorted(rels), want, progress, res, temp=True)
+    pairs = [p for rel, name in sorted(sent.items())
+             for p in (posixpath.relpath(name, root), rel)]
+    for chunk in batches(pairs, group=2):
+        target.sh(_RENAME_PAIRS, root, *chunk, what="replacing drifted files")
+    res.repaired = (res.repaired or 0) + len(rels)

@@ -1,0 +1,44 @@
+"""What a deploy did on one target (TargetResult, the --json record), and the command's verdict
+over all of them."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Sequence
+
+from ..errors import DeployFailed
+
+
+@dataclass
+class TargetResult:
+    target: str
+    serial: str | None = None
+    soc: str | None = None
+    htp_arch: str | None = None
+    files_total: int = 0
+    files_pushed: int = 0
+    files_removed: int = 0
+    bytes_total: int = 0
+    bytes_pushed: int = 0
+    duration_s: float = 0.0
+    status: str = "failed"  # ok | failed | unchanged
+    error: str | None = None
+    hint: str | None = None
+    dest: str | None = None
+    release: str | None = None
+    previous: str | None = None
+    verified: int | None = None
+    repaired: int | None = None
+    models: list[dict[str, Any]] = field(default_factory=list)
+    plan: dict[str, Any] | None = None  # with --dry-run: what would be pushed and removed
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def raise_for_failures(results: Sequence[TargetResult]) -> None:
+    failed = [r for r in results if r.status == "failed"]
+    if failed:
+        names = "; ".join(f"{r.serial or r.target}: {r.error}" for r in failed)
+        raise DeployFailed(f"deploy failed on {len(failed)} of {len(results)} target(s): {names}",
+                           hint=failed[0].hint)

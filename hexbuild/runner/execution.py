@@ -1,0 +1,134 @@
+"""Running one invocation on a target: its output streamed, its log and JSON record saved
+under the results directory without ever leaving a partial file."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import HexbuildError, Interrupted, ParseFailed
+from ..ui import ui
+from .commands import Invocation
+
+RUN_TIMEOUT = 24 * 3600.0  # a run's default limit: a long generation or a server must not be cut
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "target"
+
+
+def _timestamp() -> str:
+    t = time.time()
+    return time.strftime("%Y%m%d-%H%M%S", time.localtime(t)) + f"-{int(t * 1000) % 1000:03d}"
+
+
+def atomic_write(path: Path, data: bytes | str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def parse_log(text: str, source: str = "-") -> Any:
+    """The results parser's reading of a log (hexbuild.results) when it recognizes
+    something, else None."""
+    from .. import results
+
+    try:
+        return results.parse_text(text.splitlines(keepends=True), source) or None
+    except ParseFailed:
+        return None
+    except Exception as e:  # a log the parser cannot read is no reason to fail the run
+        ui.detail(f"results parser: {type(e).__name__}: {e}")
+        return None
+
+
+@dataclass
+class RunRecord:
+    target: str
+    invocation: Invocation
+    exit_code: int | None  # None: the run did not finish (error says why)
+    duration_s: float
+    log: str
+    stdout: bytes
+    results: Any = None
+    json_path: str | None = None
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out = {"target": self.target, "tool": self.invocation.tool, "argv": self.invocation.argv,
+               "env": self.invocation.env, "cwd": self.invocation.cwd, "exit_code": self.exit_code,
+               "duration_s": round(self.duration_s, 3), "log": self.log, "results": self.results}
+        if self.error:
+            out["error"] = self.error
+        return out
+
+
+def execute(target, inv: Invocation, *, results_dir: Path, passthrough: bool = True,
+            timeout: float | None = None, stem: str | None = None, save_json: bool = True) -> RunRecord:
+    """Run an invocation, streaming its output and saving the log (and its JSON result) under
+    ``results_dir``; the log is written as it arrives and renamed into place at the end."""
+    stem = stem or f"{_timestamp()}-{_slug(inv.tool)}-{_slug(target.spec)}"
+    results_dir.mkdir(parents=True, exist_ok=True)
+    log_path = results_dir / f"{stem}.log"
+    fd, part = tempfile.mkstemp(prefix=f".{log_path.name}.", suffix=".part", dir=results_dir)
+    stdout_chunks: list[bytes] = []
+    # With --json, stdout carries only the result: the program's own stdout goes to stderr.
+    out_stream = sys.stderr if ui.json else sys.stdout
+
+    def on_output(stream: str, data: bytes) -> None:
+        os.write(fd, data)
+        if stream == "stdout":
+            stdout_chunks.append(data)
+        if passthrough and not ui.quiet:
+            sink = out_stream if stream == "stdout" else sys.stderr
+            sink.flush()
+            try:
+                sink.buffer.write(data)  # type: ignore[attr-defined]
+            except AttributeError:  # a text-only stream (pytest capture)
+                sink.write(data.decode("utf-8", "replace"))
+            sink.flush()
+
+    start = time.monotonic()
+    interrupted = False
+    error: HexbuildError | None = None
+    code: int | None
+    try:
+        code = target.run(inv.argv, env=inv.env, cwd=inv.cwd, timeout=timeout or RUN_TIMEOUT,
+                          on_output=on_output)
+    except KeyboardInterrupt:
+        interrupted, code = True, 130
+    except HexbuildError as e:  # a timeout, a device gone mid-run: keep what was logged
+        error, code = e, None
+    except BaseException:
+        os.close(fd)
+        Path(part).unlink(missing_ok=True)
+        raise
+    duration = time.monotonic() - start
+    os.close(fd)
+    os.replace(part, log_path)
+    text = log_path.read_text(encoding="utf-8", errors="replace")
+    record = RunRecord(target.spec, inv, code, duration, str(log_path), b"".join(stdout_chunks),
+                       results=parse_log(text, str(log_path)), error=error.message if error else None)
+    if save_json:
+        json_path = results_dir / f"{stem}.json"
+        atomic_write(json_path, json.dumps(record.to_json(), indent=2) + "\n")
+        record.json_path = str(json_path)
+    if interrupted:
+        raise Interrupted(f"interrupted; the log so far is in {log_path}")
+    if error is not None:
+        error.hint = error.hint or f"the output so far is in {log_path}"
+        raise error
+    return record

@@ -1,0 +1,41 @@
+"""Reading what `hexbuild deploy` left on a target: where it is and its manifest."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping
+
+from ..ui import ui
+
+MANIFEST = ".hexbuild/manifest.json"
+PROMPTS_DIR = ".hexbuild/prompts"
+DEFAULT_DEST = {"android": "/data/local/tmp/llama.cpp", "linux": "~/llama.cpp"}
+DEFAULT_MODELS = {"android": "/data/local/tmp/gguf", "linux": "~/gguf"}
+
+
+def read_manifest(target, dest: str) -> dict | None:
+    raw = target.read_file(f"{dest.rstrip('/')}/{MANIFEST}")
+    if raw is None:
+        return None
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        ui.warn(f"{dest}/{MANIFEST} is not valid JSON; using forms every revision understands")
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def installed_tools(manifest: Mapping[str, Any] | None) -> set[str] | None:
+    """The bin/ entries a deployed manifest lists (None when it lists no files)."""
+    files = (manifest or {}).get("files")
+    if not isinstance(files, list):
+        return None
+    return {f["path"][4:] for f in files if isinstance(f, dict) and str(f.get("path", "")).startswith("bin/")}
+
+
+def default_dest(target) -> str:
+    """Where the install is when --dest and deploy.dest say nothing: a local: target's own
+    directory, else the convention of the target's OS."""
+    if getattr(target, "kind", None) == "local" and getattr(target, "root", None):
+        return target.root
+    return DEFAULT_DEST.get(getattr(target, "os", None) or "android", DEFAULT_DEST["android"])

@@ -1,0 +1,144 @@
+"""The whole `hexbuild run`: a request rendered against what is deployed on the target, then run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import EnvironmentMissing, RemoteFailed, UsageError
+from ..ui import ui
+from .commands import Invocation, render
+from .execution import RunRecord, _slug, execute
+from .htp_sessions import check_sessions, sessions
+from .install import DEFAULT_MODELS, MANIFEST, PROMPTS_DIR, default_dest, installed_tools, read_manifest
+from .knobs import knob_env
+from .revision import Revision
+
+
+@dataclass
+class RunRequest:
+    kind: str
+    target: str
+    dest: str = ""
+    models_dir: str = ""
+    ndev: int | None = None
+    devices: str | None = None
+    model: str | None = None
+    prompt_file: str | None = None
+    knobs: list[tuple[str, str]] = field(default_factory=list)
+    extra: list[str] = field(default_factory=list)
+    threads: int | str = 6  # a str may be llama-bench's list syntax ("4,6")
+    ubatch: int | str = 1024
+    batch: str | None = None
+    bench_output: str | None = None  # llama-bench -o, forced by hexbuild bench
+    results_dir: str = "hexbuild-results"
+    timeout: float | None = None  # None: RUN_TIMEOUT (targets' own default is meant for short calls)
+
+
+@dataclass
+class Prepared:
+    """A target opened and a request rendered against what is deployed on it."""
+
+    target: Any
+    invocation: Invocation
+    prompt_upload: tuple[Path, str] | None = None  # local prompt file → its path on the device
+
+
+def open_target(spec: str, settings):
+    from ..targets import parse_target
+
+    if not spec:
+        raise UsageError("no target: give -t TARGET (adb, adb:SERIAL, ssh://HOST, local:DIR) or set run.target")
+    return parse_target(spec, settings)
+
+
+def prepare(req: RunRequest, settings, *, offline_ok: bool = False) -> Prepared:
+    """Open the target, read what the deployed revision understands and render the invocation.
+    With ``offline_ok`` (for --print) an unreachable target falls back to forms every revision
+    understands."""
+    target = open_target(req.target, settings)
+    try:
+        return _prepare(target, req, offline_ok=offline_ok)
+    except BaseException:
+        target.close()
+        raise
+
+
+def _prepare(target, req: RunRequest, *, offline_ok: bool) -> Prepared:
+    os_name = getattr(target, "os", "android") or "android"
+    dest = req.dest or default_dest(target)
+    models_dir = req.models_dir or DEFAULT_MODELS.get(os_name, DEFAULT_MODELS["android"])
+    manifest, installed, reachable = None, None, True
+    try:
+        # "~/llama.cpp" quoted as an argument would not expand: resolve it on the target
+        dest, models_dir = target.expand(dest), target.expand(models_dir)
+        manifest = read_manifest(target, dest)
+        installed = installed_tools(manifest)
+        if installed is None:
+            installed = set(target.list_files(f"{dest}/bin", hashes=False))
+    except (EnvironmentMissing, RemoteFailed):
+        if not offline_ok:
+            raise
+        reachable = False
+        ui.warn(f"{req.target} is not reachable: showing the command in forms every revision understands")
+    if reachable and not installed:
+        if not offline_ok:
+            raise EnvironmentMissing(f"nothing is installed at {target.spec}:{dest}",
+                                     hint="run hexbuild deploy first, or give --dest")
+        ui.warn(f"nothing is installed at {target.spec}:{dest}")
+        installed = None
+    rev = Revision.from_facts((manifest or {}).get("llama_cpp"))
+    if not rev.known and reachable:
+        ui.detail(f"{dest}/{MANIFEST} not found: using forms every revision understands")
+
+    sess = sessions(rev, ndev=req.ndev, devices=req.devices)
+    if sess.count > 1 and reachable:
+        arch = (manifest or {}).get("htp_arch")
+        if not arch:
+            try:
+                arch = target.probe(dest).htp_arch
+            except (EnvironmentMissing, RemoteFailed):
+                if not offline_ok:
+                    raise
+        check_sessions(sess.count, os_name=os_name, htp_arch=arch)
+    knobs = knob_env(req.knobs, rev)
+    if rev.style == "run.py" and "GGML_HEXAGON_OPPOLL" in (rev.env_vars or []):
+        knobs.setdefault("GGML_HEXAGON_OPPOLL", "1")  # run.py's default
+
+    prompt_upload, prompt_path = None, None
+    if req.prompt_file:
+        local = Path(req.prompt_file).expanduser()
+        if local.is_file():
+            import hashlib
+
+            digest = hashlib.sha256(local.read_bytes()).hexdigest()[:12]
+            prompt_path = f"{dest}/{PROMPTS_DIR}/{digest}-{_slug(local.name)}"
+            prompt_upload = (local, prompt_path)
+        elif req.prompt_file.startswith("/"):
+            prompt_path = req.prompt_file  # a file already on the device
+        else:
+            raise UsageError(f"prompt file not found: {req.prompt_file}")
+    if req.kind == "bench" and prompt_path:
+        raise UsageError("llama-bench takes no prompt file")
+
+    inv = render(req.kind, rev=rev, dest=dest, models_dir=models_dir, sessions_=sess, knobs=knobs,
+                 model=req.model, prompt_path=prompt_path, extra=req.extra, threads=str(req.threads),
+                 ubatch=str(req.ubatch), batch=req.batch, bench_output=req.bench_output, installed=installed)
+    if installed is not None and "/" not in inv.tool and inv.argv[0].startswith("./bin/") \
+            and inv.argv[0][len("./bin/"):] not in installed:
+        raise EnvironmentMissing(f"{inv.argv[0][len('./bin/'):]} is not installed in {dest}/bin on {target.spec}",
+                                 hint="deploy a build that has it")
+    return Prepared(target, inv, prompt_upload)
+
+
+def run(req: RunRequest, settings) -> RunRecord:
+    prepared = prepare(req, settings)
+    with prepared.target as target:
+        if prepared.prompt_upload:
+            local, remote = prepared.prompt_upload
+            target.write_file(remote, local.read_bytes())
+        ui.info(f"running {prepared.invocation.tool} on {req.target}")
+        record = execute(target, prepared.invocation, results_dir=Path(req.results_dir), timeout=req.timeout)
+    ui.info(f"{record.invocation.tool} exited {record.exit_code} after {record.duration_s:.1f}s; log: {record.log}")
+    return record
