@@ -9,17 +9,13 @@ their flags as dotted keys. Every value remembers where it came from (``hexbuild
 from __future__ import annotations
 
 import os
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from .errors import ConfigError
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+from .data import tomllib
 
 
 @dataclass(frozen=True)

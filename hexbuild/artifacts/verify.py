@@ -60,14 +60,9 @@ class SystemLibs:
 
 @functools.lru_cache(maxsize=None)
 def system_libs(os: str) -> SystemLibs:
-    import importlib.resources
-    import sys
+    from ..data import table
 
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover
-        import tomli as tomllib
-    data = tomllib.loads(importlib.resources.files("hexbuild.data").joinpath("system_libs.toml").read_text("utf-8"))
+    data = table("system_libs")
     if os not in data:
         raise UsageError(f"unknown OS {os!r}: expected one of {', '.join(OSES)}")
     table = data[os]

@@ -3,14 +3,9 @@
 from __future__ import annotations
 
 import functools
-import sys
 from dataclasses import dataclass
-from importlib import resources
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+from .. import data
 
 
 @dataclass(frozen=True)
@@ -24,9 +19,8 @@ class Soc:
 
 @functools.lru_cache(maxsize=1)
 def table() -> dict[str, Soc]:
-    data = tomllib.loads(resources.files("hexbuild.data").joinpath("socs.toml").read_text(encoding="utf-8"))
     out = {}
-    for model, row in data.get("soc", {}).items():
+    for model, row in data.table("socs").get("soc", {}).items():
         out[model.upper()] = Soc(model.upper(), row.get("name", model), row["htp"],
                                  tuple(p.lower() for p in row.get("platforms", [])), row.get("source", ""))
     return out

@@ -148,15 +148,10 @@ class KnownFailure:
 
 @functools.lru_cache(maxsize=1)
 def known_failures() -> tuple[KnownFailure, ...]:
-    import importlib.resources
+    from ..data import table
 
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover
-        import tomli as tomllib
-    text = importlib.resources.files("hexbuild.data").joinpath("build_failures.toml").read_text("utf-8")
     return tuple(KnownFailure(f["id"], re.compile(f["pattern"]), f["hint"], f.get("when"))
-                 for f in tomllib.loads(text)["failure"])
+                 for f in table("build_failures")["failure"])
 
 
 def diagnose(log_text: str, *, image_older_than_pin: bool = False) -> KnownFailure | None:
