@@ -24,7 +24,9 @@ def bench_command(
     models_dir: Optional[str] = typer.Option(None, "--models-dir", help="Models directory on the targets."),
     timeout: Optional[float] = typer.Option(None, "--timeout", min=1, help="Seconds allowed for one llama-bench run."),
 ) -> None:
-    """Benchmark llama-bench over targets × --ndev × --model, with --ubatch/--threads/--batch lists,
+    """Benchmark llama-bench over targets, session counts, models and batch sizes.
+
+    Every combination of the --ndev, --model, --ubatch, --threads and --batch lists on every target,
     --repeat times each; writes results.json, results.csv, results.md and results.png (median
     prompt and generation tokens/s per configuration), and appends the table to
     $GITHUB_STEP_SUMMARY when set. Arguments after -- go to llama-bench."""

@@ -35,7 +35,9 @@ def release(
     strict: Optional[bool] = typer.Option(None, "--strict/--no-strict",
                                           help="Exit 10 when warnings were raised (default: on under CI=true)."),
 ) -> None:
-    """Build → verify → package for each OS, write SHA256SUMS and manifest.json to dist/, then
+    """Build, verify, package and checksum; optionally deploy and smoke-test.
+
+    Build → verify → package for each OS, write SHA256SUMS and manifest.json to dist/, then
     deploy and smoke-test on the targets. Every stage is reported in dist/release-report.json
     (also on failure) and, on GitHub Actions, in the job summary. Exit codes: build 4, verify 5,
     package 6, deploy 7, smoke 8, --strict warnings 10."""

@@ -60,7 +60,9 @@ def run_command(
     timeout: Optional[float] = typer.Option(None, "--timeout", min=1, help="Seconds before the run is stopped."),
     print_only: bool = typer.Option(False, "--print", help="Print the command that would run on the device and exit."),
 ) -> None:
-    """Run a llama.cpp tool on a target: the session selection, GGML_HEXAGON_* knobs, tool name
+    """Run a llama.cpp tool on a target in the deployed revision's vocabulary.
+
+    The session selection, GGML_HEXAGON_* knobs, tool name
     and injected defaults follow what the deployed revision understands; arguments after -- reach
     the program exactly as given and replace the defaults they name. Exits with the program's
     exit code. --hex-KNOB VALUE sets GGML_HEXAGON_KNOB (--hex-nhvx 4, --hex-hostbuf 0, ...)."""
