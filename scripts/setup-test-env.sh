@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs what the test suite needs, idempotently: system packages (Docker engine, adb/adbd,
+# Installs what the test suite needs, idempotently: system packages (Docker engine, an image registry, adb/adbd,
 # sshd, clang-19/lld-19 for genuine Hexagon and AArch64 ELF files, debootstrap), the Python
 # package with its test extras, the llama.cpp source trees, and the fixture toolchain rootfs.
 # Safe to run again: each step checks before it acts.
@@ -62,6 +62,26 @@ SRC
     log "installing ${backports[*]} from bookworm-backports"
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends -t bookworm-backports "${backports[@]}" >/dev/null
   fi
+fi
+
+# --- an image registry (the pull tests start their own, on loopback) -------
+# The package brings an init script and a systemd unit for a registry on every interface:
+# policy-rc.d keeps the install from starting it, and it is disabled afterwards.
+if ! have_cmd docker-registry; then
+  need_root
+  guard=""
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d && guard=1
+  fi
+  log "installing docker-registry (service not started, not enabled)"
+  rc=0
+  { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker-registry >/dev/null \
+    || { DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null \
+         && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker-registry >/dev/null; }; } \
+    || rc=$?
+  [ -z "$guard" ] || rm -f /usr/sbin/policy-rc.d
+  [ "$rc" = 0 ] || exit "$rc"
+  update-rc.d docker-registry disable >/dev/null 2>&1 || true
 fi
 
 # --- the Python package ----------------------------------------------------

@@ -171,13 +171,11 @@ class DockerEngine:
         be linux/amd64. EnvironmentMissing when it is absent and cannot be pulled."""
         from docker.errors import ImageNotFound
 
-        local = None
-        if policy != "always":
-            try:
-                local = self.client.api.inspect_image(ref)
-            except ImageNotFound:
-                local = None
-        if local is not None and _platform(local) == PLATFORM:
+        try:  # also for "always": a failed pull then says what the engine has
+            local = self.client.api.inspect_image(ref)
+        except ImageNotFound:
+            local = None
+        if local is not None and policy != "always" and _platform(local) == PLATFORM:
             return _image_info(ref, local, pulled=False)
         if policy == "never":
             if local is not None:
@@ -186,7 +184,7 @@ class DockerEngine:
             raise EnvironmentMissing(f"image {ref} is not on the Docker engine and --pull never forbids pulling it",
                                      hint=f"docker pull --platform {PLATFORM} {ref} (or docker load -i FILE), "
                                           "or --pull missing")
-        self.pull(ref)
+        self.pull(ref, local=local)
         try:
             pulled = self.client.api.inspect_image(ref)
         except ImageNotFound:
@@ -195,19 +193,20 @@ class DockerEngine:
             raise EnvironmentMissing(f"image {ref} is {_platform(pulled)}; the toolchain needs {PLATFORM}")
         return _image_info(ref, pulled, pulled=True)
 
-    def pull(self, ref: str) -> None:
+    def pull(self, ref: str, *, local: dict[str, Any] | None = None) -> None:
+        """Pull ``ref`` for linux/amd64. ``local`` is the engine's own copy (its inspect
+        answer), if it has one: the error then says why that copy was not enough."""
         from docker.errors import APIError, DockerException
         from docker.utils import parse_repository_tag
 
         repo, tag = parse_repository_tag(ref)
         ui.command(["docker", "pull", "--platform", PLATFORM, ref])
         ui.info(f"pulling {ref} ({PLATFORM})")
-        failed = lambda why: EnvironmentMissing(  # noqa: E731
-            f"image {ref} is not on the Docker engine and pulling it failed: {why}",
-            hint=f"docker pull --platform {PLATFORM} {ref} where the registry is reachable "
-                 "(or docker load -i FILE), or pass --image with an image the engine has")
+        failed = lambda why: _pull_failed(ref, local, why)  # noqa: E731
+        api = self.client.api
+        api_timeout, api.timeout = api.timeout, PULL_TIMEOUT  # a large layer extracts quietly for a while
         try:
-            events = self.client.api.pull(repo, tag=tag or "latest", stream=True, decode=True, platform=PLATFORM)
+            events = api.pull(repo, tag=tag or "latest", stream=True, decode=True, platform=PLATFORM)
             _follow_pull(events, failed)
         except APIError as e:
             raise failed(_api_message(e)) from None
@@ -219,6 +218,8 @@ class DockerEngine:
             if type(e).__module__.startswith(("requests", "urllib3")):
                 raise failed(str(e).splitlines()[0]) from None
             raise
+        finally:
+            api.timeout = api_timeout
 
     # -- the compiler cache -------------------------------------------------------------------
     def ensure_volume(self, name: str, image: str, *, purpose: str = "ccache") -> None:
@@ -334,6 +335,18 @@ def _refused(e: Exception, spec: ContainerSpec) -> EnvironmentMissing:
                  "with --engine local")
     return EnvironmentMissing(f"the Docker engine refused the build container: {msg}",
                               hint=f"the same container by hand: {spec.docker_run_line()}")
+
+
+def _pull_failed(ref: str, local: dict[str, Any] | None, why: str) -> EnvironmentMissing:
+    hint = (f"docker pull --platform {PLATFORM} {ref} where the registry is reachable "
+            "(or docker load -i FILE), or pass --image with an image the engine has")
+    if local is None:
+        return EnvironmentMissing(f"image {ref} is not on the Docker engine and pulling it failed: {why}", hint=hint)
+    if _platform(local) != PLATFORM:
+        return EnvironmentMissing(
+            f"image {ref} on the Docker engine is {_platform(local)}, and pulling it failed: {why}", hint=hint)
+    return EnvironmentMissing(f"image {ref} is on the Docker engine, but --pull always needs a fresh pull and "
+                              f"pulling it failed: {why}", hint=f"--pull missing builds with the engine's copy; {hint}")
 
 
 def _pump(stream: Any, log: BuildLog, done: threading.Event) -> None:

@@ -3,7 +3,8 @@
 The session fixture ``docker_host`` starts its own ``dockerd`` (no bridge, no iptables) with the
 image store under ``~/.cache/hexbuild-tests/docker-data`` so images survive between runs, and
 stops it by PID at the end. The daemon's registry traffic goes to a closed loopback port
-(HTTP(S)_PROXY), so any pull fails at once and never leaves the machine.
+(HTTP(S)_PROXY), so any pull fails at once and never leaves the machine. Go never proxies
+loopback addresses, so a registry on 127.0.0.1 (tests/infra/registry.py) is reached directly.
 
 ``toolchain_images`` makes the stand-in for the vendor's Snapdragon toolchain image: it imports
 the Debian rootfs that scripts/setup-test-env.sh builds (clang-19, lld-19, cmake, ninja) and
