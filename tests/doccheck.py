@@ -216,11 +216,16 @@ def _takes_value(p: Any) -> bool:
 
 
 def _number_kind(p: Any) -> type | None:
-    desc = getattr(p, "type_descriptor", None)
+    desc = getattr(p, "type_descriptor", None)  # typer >= 0.29
     ann = getattr(desc, "annotation", None)
     for t in (ann, *typing.get_args(ann)):
         if t in (int, float):
             return t
+    name = getattr(getattr(p, "type", None), "name", "")  # click's INT, IntRange, FLOAT, FloatRange
+    if name.startswith(("integer", "int")):
+        return int
+    if name.startswith("float"):
+        return float
     return None
 
 
