@@ -85,10 +85,15 @@ if ! have_cmd docker-registry; then
 fi
 
 # --- the Python package ----------------------------------------------------
+# Reinstalled when the dependencies change (pyproject.toml's hash) or another checkout is installed.
+stamp="$cache/pyproject.sha256"
+want="$(sha256sum "$here/pyproject.toml" | cut -d' ' -f1) $here"
 if ! python3 -c 'import hexbuild, pytest, hypothesis, docker, paramiko, elftools, gguf' 2>/dev/null \
-   || [ "$(python3 -c 'import hexbuild,os;print(os.path.dirname(hexbuild.__file__))' 2>/dev/null)" != "$here/hexbuild" ]; then
+   || [ "$(python3 -c 'import hexbuild,os;print(os.path.dirname(hexbuild.__file__))' 2>/dev/null)" != "$here/hexbuild" ] \
+   || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   log "pip install -e .[test]"
   python3 -m pip install -q --disable-pip-version-check -e "$here[test]"
+  printf '%s' "$want" > "$stamp"
 fi
 
 # --- real llama.cpp trees (cached outside the repository) ------------------
