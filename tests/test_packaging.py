@@ -1,5 +1,6 @@
 """The wheel carries what an installed hexbuild needs: every template and data file."""
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -9,8 +10,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_wheel_ships_templates_and_data(tmp_path):
+    # Built from a copy: a build/ left in the checkout would leak stale modules into later wheels.
+    src = tmp_path / "src"
+    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(".git", "build", "dist", "*.egg-info", "__pycache__",
+                                                             ".pytest_cache", ".hypothesis", "tests"))
     cp = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
-                         "-w", str(tmp_path), str(ROOT)], capture_output=True, text=True)
+                         "-w", str(tmp_path), str(src)], capture_output=True, text=True)
     assert cp.returncode == 0, cp.stderr[-2000:]
     wheel = next(tmp_path.glob("hexbuild-*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
