@@ -25,7 +25,7 @@ from .. import __version__, errors
 from ..ui import ui
 from .common import state
 
-# Commands in the order `--help` lists them. A module that is not there yet is skipped.
+# Commands in the order `--help` lists them; each module defines register(app).
 COMMAND_MODULES = ["build", "verify", "package", "deploy", "run", "bench", "plan", "results",
                    "release", "source", "config", "doctor"]
 
@@ -138,13 +138,7 @@ def build_cli() -> Any:
     if _cli is not None:
         return _cli
     for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(f"hexbuild.cli.{name}")
-        except ModuleNotFoundError as e:
-            if e.name == f"hexbuild.cli.{name}":
-                continue
-            raise
-        module.register(app)
+        importlib.import_module(f"hexbuild.cli.{name}").register(app)
     _add_globals(app)
     _cli = typer.main.get_command(app)
     return _cli
