@@ -38,6 +38,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.processes import stop_process
+
 SOCS = {  # ro.soc.model → (ro.board.platform, marketing name)
     "SM8650": ("pineapple", "Snapdragon 8 Gen 3 phone"),
     "SM8550": ("kalama", "Snapdragon 8 Gen 2 phone"),
@@ -456,12 +458,7 @@ SetEnv ANDROID_ADB_SERVER_PORT={adb_port}
 
 
 def stop_sshd(host: SshHost) -> None:
-    host.proc.terminate()
-    try:
-        host.proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        host.proc.kill()
-        host.proc.wait()
+    stop_process(host.proc)
 
 
 @pytest.fixture(scope="session")

@@ -22,13 +22,14 @@ import fcntl
 import hashlib
 import os
 import shutil
-import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+
+from tests.processes import stop_process
 
 REPO = Path(__file__).resolve().parents[2]
 DOCKER_DIR = REPO / "docker"
@@ -120,13 +121,8 @@ class DockerDaemon:
 
     def stop(self) -> None:
         try:
-            if self.proc is not None and self.proc.poll() is None:
-                os.kill(self.proc.pid, signal.SIGTERM)
-                try:
-                    self.proc.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    os.kill(self.proc.pid, signal.SIGKILL)
-                    self.proc.wait(timeout=10)
+            if self.proc is not None:
+                stop_process(self.proc, grace=30)
         finally:
             self.proc = None
             shutil.rmtree(self.run_dir, ignore_errors=True)

@@ -20,7 +20,6 @@ import json
 import os
 import re
 import secrets
-import signal
 import subprocess
 import tarfile
 import time
@@ -30,6 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.processes import stop_process
 
 from tests.infra.devices import free_port
 
@@ -81,13 +82,7 @@ class Registry:
         return [f"{m.group(1)} {m.group(2)}" for m in _REQUEST.finditer(text)]
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.kill(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(timeout=10)
+        stop_process(self.proc)
 
 
 def _binary() -> str:
