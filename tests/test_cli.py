@@ -1,6 +1,5 @@
 """The CLI shell: version, help, global flags, and one clear line + exit code for bad input."""
 
-import json
 import os
 import subprocess
 import sys

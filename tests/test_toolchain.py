@@ -7,8 +7,6 @@ import json
 import os
 import shlex
 import subprocess
-import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -379,29 +377,12 @@ def test_missing_image_that_cannot_be_pulled_names_the_image(docker_host, policy
 
 @pytest.fixture
 def arm64_image(docker_client):
-    """A local image built for linux/arm64: a one-layer image in `docker save` format whose
-    config says so, loaded with the engine's own image loader."""
-    import hashlib
-    import io
-    import tarfile as tf
-
-    def tar_bytes(files: dict[str, bytes]) -> bytes:
-        buf = io.BytesIO()
-        with tf.open(fileobj=buf, mode="w") as tar:
-            for name, data in files.items():
-                info = tf.TarInfo(name)
-                info.size = len(data)
-                tar.addfile(info, io.BytesIO(data))
-        return buf.getvalue()
+    """A local image built for linux/arm64 (its config says so), loaded with the engine's own
+    image loader."""
+    from tests.infra.registry import load_image
 
     ref = "hexbuild.test/snapdragon-toolchain/arm64-android:v0.0-arm64host"
-    layer = tar_bytes({"etc/hexbuild-arm64": b"arm64\n"})
-    diff_id = "sha256:" + hashlib.sha256(layer).hexdigest()
-    config = json.dumps({"architecture": "arm64", "os": "linux", "config": {},
-                         "rootfs": {"type": "layers", "diff_ids": [diff_id]}}).encode()
-    config_name = hashlib.sha256(config).hexdigest() + ".json"
-    manifest = json.dumps([{"Config": config_name, "RepoTags": [ref], "Layers": ["layer/layer.tar"]}]).encode()
-    docker_client.images.load(tar_bytes({"layer/layer.tar": layer, config_name: config, "manifest.json": manifest}))
+    load_image(docker_client, ref, [{"etc/hexbuild-arm64": b"arm64\n"}], arch="arm64")
     assert docker_client.images.get(ref).attrs["Architecture"] == "arm64"
     yield ref
     docker_client.images.remove(ref, force=True)
