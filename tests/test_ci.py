@@ -37,14 +37,6 @@ ninja: build stopped: subcommand failed.
 """
 
 
-@pytest.fixture(autouse=True)
-def _reset_ui():
-    saved = (ui.ci, ui.json, ui.verbose, ui.quiet, list(ui.warnings))
-    ui.json, ui.verbose, ui.quiet = False, 0, False
-    yield
-    ui.ci, ui.json, ui.verbose, ui.quiet, ui.warnings[:] = saved[0], saved[1], saved[2], saved[3], saved[4]
-
-
 def test_parse_diagnostics_locates_errors_in_the_checkout():
     diags = ci.parse_diagnostics(BUILD_LOG, roots=["/workspace"])
     got = [(d.file, d.line, d.col, d.severity) for d in diags]

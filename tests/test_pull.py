@@ -19,19 +19,10 @@ import pytest
 
 from hexbuild.errors import EnvironmentMissing
 from hexbuild.toolchain.engine import DockerEngine
-from hexbuild.ui import ui
 from tests.infra.registry import load_image, push
 from tests.test_build import containers, fixture_copy, hexbuild, result_json
 
 pytestmark = pytest.mark.docker
-
-
-@pytest.fixture(autouse=True)
-def _ui_defaults():
-    saved = (ui.json, ui.verbose, ui.quiet)
-    ui.json, ui.verbose, ui.quiet = False, 0, False
-    yield
-    ui.json, ui.verbose, ui.quiet = saved
 
 
 @dataclass

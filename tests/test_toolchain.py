@@ -24,11 +24,8 @@ DOCS_PRESETS = "docs/backend/snapdragon/CMakeUserPresets.json"
 
 
 @pytest.fixture(autouse=True)
-def _quiet_ui():
-    saved = (ui.json, ui.verbose, ui.quiet)
-    ui.json, ui.verbose, ui.quiet = False, 0, True
-    yield
-    ui.json, ui.verbose, ui.quiet = saved
+def _quiet_ui(fresh_ui, monkeypatch):
+    monkeypatch.setattr(fresh_ui, "quiet", True)
 
 
 # -- the container spec ------------------------------------------------------------------------

@@ -35,6 +35,4 @@ def cli(capsys, monkeypatch):
         captured = capsys.readouterr()
         return Result(rc, captured.out, captured.err)
 
-    yield invoke
-    ui.json, ui.verbose, ui.quiet, ui.result_emitted = False, 0, False, False
-    state.config_file = None
+    return invoke  # conftest's fresh_ui puts the process-wide state back afterwards
