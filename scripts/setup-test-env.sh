@@ -34,9 +34,15 @@ have_cmd debootstrap || [ -x /usr/sbin/debootstrap ] || missing+=(debootstrap)
 have_cmd unshare || missing+=(util-linux)
 have_cmd ssh-keygen || missing+=(openssh-client)
 { have_cmd ip && have_cmd tc; } || missing+=(iproute2)  # shaped USB-like links to virtual phones
+have_cmd llvm-objdump-19 || missing+=(llvm-19)          # Hexagon disassembler for `hexbuild inspect`
+have_cmd mksh || missing+=(mksh)                        # the virtual phone's /system/bin/sh
+have_cmd toybox || missing+=(toybox)                    # the virtual phone's utilities (Android's toybox)
+[ -d /usr/aarch64-linux-gnu/lib ] && have_cmd aarch64-linux-gnu-g++ || missing+=(g++-aarch64-linux-gnu)  # AArch64 sysroot
 backports=()
 { have_cmd adb && adb version 2>/dev/null | grep -q 'Version 3[4-9]'; } || backports+=(adb)
 have_cmd adbd || [ -x /usr/bin/adbd ] || [ -x /usr/lib/android-sdk/platform-tools/adbd ] || backports+=(adbd)
+# qemu-user 10 (static qemu-aarch64 for the qemu: target and binfmt_misc; qemu-hexagon)
+{ have_cmd qemu-aarch64 && qemu-aarch64 --version | grep -q 'version \(9\|[1-9][0-9]\)\.'; } || backports+=(qemu-user)
 
 if [ ${#missing[@]} -gt 0 ] || [ ${#backports[@]} -gt 0 ]; then
   need_root

@@ -59,10 +59,30 @@ class Captured:
         return self.stderr.decode("utf-8", "replace")
 
 
+@dataclass(frozen=True)
+class TargetCaps:
+    """What a back-end can do, declared once per target class (as Zephyr west's RunnerCaps), so
+    a command refuses an unsupported target in one line before it touches anything.
+    Back-ends that gain a capability add a field here with a False default."""
+
+    package_oses: tuple[str, ...] = ("android", "linux")  # packages whose programs it can run
+    deploy: bool = True
+    run: bool = True
+    forward: bool = False  # can expose a device TCP port on this machine's loopback
+
+
 class Target(ABC):
     spec: str
     kind: str
     os: str  # android | linux
+    caps: TargetCaps = TargetCaps()
+
+    def require(self, capability: str, what: str) -> None:
+        """UsageError (one line) unless ``caps.<capability>`` is true; ``what`` names the action."""
+        from ..errors import UsageError
+
+        if not getattr(self.caps, capability):
+            raise UsageError(f"target {self.spec!r} ({self.kind}) cannot {what}")
 
     @abstractmethod
     def probe(self, dest: str) -> DeviceInfo:
