@@ -87,6 +87,8 @@ class VerifyReport:
     htp_versions: list[str]           # found in lib/
     expected_htp: list[str] | None    # asked for (None: whatever was found)
     checks: list[Check] = field(default_factory=list)
+    toolchain: str = "vendor"         # open: no NPU libraries expected
+    notes: list[str] = field(default_factory=list)
 
     @property
     def failures(self) -> int:
@@ -106,12 +108,16 @@ class VerifyReport:
     def to_json(self) -> dict[str, Any]:
         return {"ok": self.ok, "package": self.package, "os": self.os, "htp_versions": self.htp_versions,
                 "expected_htp": self.expected_htp, "checks": [c.to_json() for c in self.checks],
-                "warnings": self.warnings, "failures": self.failures}
+                "warnings": self.warnings, "failures": self.failures, "toolchain": self.toolchain,
+                "notes": self.notes}
 
 
-def verify_package(pkg: Path, *, os: str, htp_versions: list[str] | None = None) -> VerifyReport:
+def verify_package(pkg: Path, *, os: str, htp_versions: list[str] | None = None,
+                   toolchain: str | None = None) -> VerifyReport:
     """Check the package at ``pkg`` for ``os``; ``htp_versions`` must all be present (default:
-    the versions found). Raises UsageError only for bad arguments; findings go in the report."""
+    the versions found). ``toolchain`` "open" expects no NPU libraries (default: what the
+    package's manifest says, else "vendor"). Raises UsageError only for bad arguments; findings
+    go in the report."""
     pkg = Path(pkg)
     if not pkg.is_dir():
         raise UsageError(f"package directory not found: {pkg}" if not pkg.exists()
@@ -119,12 +125,18 @@ def verify_package(pkg: Path, *, os: str, htp_versions: list[str] | None = None)
     if os not in OSES:
         raise UsageError(f"unknown OS {os!r}: expected one of {', '.join(OSES)}")
     expected = parse_htp_versions(htp_versions) if htp_versions is not None else None
-    return _Verifier(pkg, os, expected).run()
+    if toolchain is None:
+        from .manifest import package_toolchain
+
+        toolchain = package_toolchain(pkg)
+    return _Verifier(pkg, os, expected, toolchain).run()
 
 
 class _Verifier:
-    def __init__(self, pkg: Path, os: str, expected: list[str] | None):
+    def __init__(self, pkg: Path, os: str, expected: list[str] | None, toolchain: str = "vendor"):
         self.pkg = pkg
+        self.toolchain = toolchain
+        self.notes: list[str] = []
         self.root = pkg.resolve()
         self.os = os
         self.sys = system_libs(os)
@@ -148,10 +160,13 @@ class _Verifier:
             self.add("bin/", "present", OK, f"{len(_entries(bin_))} entries")
         else:
             self.add("bin/", "present", WARN, "no bin/ directory: no programs to run")
-        self._check_htp_set(found)
-        if HOST_LIB not in provided:
-            self.add(f"lib/{HOST_LIB}", "present", FAIL,
-                     "missing: the CPU side of the Hexagon backend (built with GGML_HEXAGON=ON?)")
+        if self.toolchain == "open":
+            self._check_no_npu(found, provided)
+        else:
+            self._check_htp_set(found)
+            if HOST_LIB not in provided:
+                self.add(f"lib/{HOST_LIB}", "present", FAIL,
+                         "missing: the CPU side of the Hexagon backend (built with GGML_HEXAGON=ON?)")
 
         for name, path in lib_entries:
             rel = f"lib/{name}"
@@ -171,7 +186,7 @@ class _Verifier:
                 self._check_symlink(rel, path)
             elif path.is_file():
                 self._check_program(rel, path, provided)
-        return VerifyReport(str(self.pkg), self.os, found, self.expected, self.checks)
+        return VerifyReport(str(self.pkg), self.os, found, self.expected, self.checks, self.toolchain, self.notes)
 
     # -- package level -----------------------------------------------------------------------
     def _check_htp_set(self, found: list[str]) -> None:
@@ -186,6 +201,18 @@ class _Verifier:
             if v not in self.expected:
                 self.add(f"lib/libggml-htp-{v}.so", "expected", WARN,
                          f"{v} is in the package but was not expected ({', '.join(self.expected) or 'none'}): left over from an older build?")
+
+    def _check_no_npu(self, found: list[str], provided: set[str]) -> None:
+        """An open-toolchain package (GGML_HEXAGON=OFF): no NPU libraries is expected, and said."""
+        npu = [f"lib/libggml-htp-{v}.so" for v in found] + ([f"lib/{HOST_LIB}"] if HOST_LIB in provided else [])
+        if npu:
+            self.add("lib/", "no NPU libraries", WARN, f"{', '.join(npu)} in an open-toolchain package, which "
+                                                        "builds none: left over from another build?")
+            return
+        note = ("no NPU libraries, as expected: built with the open toolchain (GGML_HEXAGON=OFF); "
+                "the programs run on the CPU only")
+        self.add("lib/", "no NPU libraries", OK, note)
+        self.notes.append(note)
 
     # -- one file ----------------------------------------------------------------------------
     def _resolves_to_file(self, path: Path) -> bool:

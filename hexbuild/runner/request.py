@@ -43,6 +43,7 @@ class Prepared:
     target: Any
     invocation: Invocation
     prompt_upload: tuple[Path, str] | None = None  # local prompt file → its path on the device
+    cpu_only: str | None = None  # the deployed package has no NPU libraries: the line to warn with
 
 
 def open_target(spec: str, settings):
@@ -129,11 +130,15 @@ def _prepare(target, req: RunRequest, *, offline_ok: bool) -> Prepared:
             and inv.argv[0][len("./bin/"):] not in installed:
         raise EnvironmentMissing(f"{inv.argv[0][len('./bin/'):]} is not installed in {dest}/bin on {target.spec}",
                                  hint="deploy a build that has it")
-    return Prepared(target, inv, prompt_upload)
+    from ..artifacts.manifest import cpu_only_note
+
+    return Prepared(target, inv, prompt_upload, cpu_only_note(manifest or {}))
 
 
 def run(req: RunRequest, settings) -> RunRecord:
     prepared = prepare(req, settings)
+    if prepared.cpu_only:
+        ui.warn(prepared.cpu_only)
     with prepared.target as target:
         if prepared.prompt_upload:
             local, remote = prepared.prompt_upload
