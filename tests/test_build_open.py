@@ -211,3 +211,17 @@ def test_deploy_and_run_say_the_package_runs_on_the_cpu_only(real_linux_package,
     cp = hexbuild("run", "completion", "--target", f"local:{dest}", "--print", "--model", "tiny.gguf")
     assert cp.returncode == 0, cp.stderr
     assert sum("runs on the CPU only" in line for line in cp.stderr.splitlines()) == 1
+
+
+def test_rootfs_without_root_or_debootstrap_is_exit_3_with_the_fix(tmp_path, monkeypatch):
+    from hexbuild.errors import EnvironmentMissing
+
+    rec = oi.recipe()
+    monkeypatch.setattr(oi.os, "geteuid", lambda: 1000)
+    with pytest.raises(EnvironmentMissing) as e:
+        oi.build_rootfs(rec, tmp_path / "r.tar")
+    assert e.value.exit_code == 3 and "needs root" in e.value.message and "sudo" in e.value.hint
+    with pytest.raises(EnvironmentMissing) as e:
+        oi._debootstrap([str(tmp_path)])
+    assert e.value.exit_code == 3 and "apt-get install debootstrap" in e.value.hint
+    assert not list(tmp_path.iterdir())  # nothing half-written

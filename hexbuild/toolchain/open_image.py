@@ -146,9 +146,7 @@ def ensure_open_image(client: Any, *, method: str = "auto", rebuild: bool = Fals
 
     if not rebuild and find(client, rec) is not None:
         return done("reused", None)
-    if rebuild:
-        tarball.unlink(missing_ok=True)
-    if tarball.is_file() and method != "dockerfile":
+    if tarball.is_file() and method != "dockerfile" and not rebuild:
         _import(client, tarball, rec)
         return done("created", "cache")
     if method == "auto":
@@ -220,8 +218,8 @@ def debian_mirror(sources: Path = Path("/etc/apt")) -> str | None:
     return None
 
 
-def _debootstrap() -> str:
-    for d in [*os.environ.get("PATH", "").split(":"), "/usr/sbin", "/sbin"]:
+def _debootstrap(dirs: list[str] | None = None) -> str:
+    for d in dirs if dirs is not None else [*os.environ.get("PATH", "").split(":"), "/usr/sbin", "/sbin"]:
         p = Path(d) / "debootstrap"
         if d and p.is_file() and os.access(p, os.X_OK):
             return str(p)
