@@ -11,7 +11,8 @@ from ..ui import ui
 from .commands import Invocation, render
 from .execution import RunRecord, _slug, execute
 from .htp_sessions import check_sessions, sessions
-from .install import DEFAULT_MODELS, MANIFEST, PROMPTS_DIR, default_dest, installed_tools, read_manifest
+from .install import (DEFAULT_MODELS, MANIFEST, PROMPTS_DIR, default_dest, installed_tools, loader_of, read_manifest,
+                      through_loader)
 from .knobs import knob_env
 from .revision import Revision
 
@@ -129,6 +130,7 @@ def _prepare(target, req: RunRequest, *, offline_ok: bool) -> Prepared:
             and inv.argv[0][len("./bin/"):] not in installed:
         raise EnvironmentMissing(f"{inv.argv[0][len('./bin/'):]} is not installed in {dest}/bin on {target.spec}",
                                  hint="deploy a build that has it")
+    inv.argv = through_loader(inv.argv, loader_of((manifest or {}).get("runtime"), dest))
     return Prepared(target, inv, prompt_upload)
 
 
