@@ -82,7 +82,7 @@ def run_command(
         ndev=ndev if ndev is not None else (None if devices is not None else (s["run.ndev"] or None)),
         devices=devices, model=s["run.model"] or None, prompt_file=prompt_file,
         knobs=ctx.meta.get("hexbuild.knobs", []), extra=ctx.meta.get("hexbuild.extra", []),
-        threads=s["run.threads"], ubatch=s["run.ubatch"], results_dir=s["run.results_dir"], timeout=timeout)
+        threads=None if s.origin("run.threads") == "default" else s["run.threads"], ubatch=s["run.ubatch"], results_dir=s["run.results_dir"], timeout=timeout)
     if print_only:
         prepared = runner.prepare(req, s, offline_ok=True)
         prepared.target.close()

@@ -33,6 +33,16 @@ def installed_tools(manifest: Mapping[str, Any] | None) -> set[str] | None:
     return {f["path"][4:] for f in files if isinstance(f, dict) and str(f.get("path", "")).startswith("bin/")}
 
 
+def has_npu(manifest: Mapping[str, Any] | None) -> bool:
+    """False when a deployed manifest lists its files and the Hexagon backend is not among them
+    (a CPU-only build): then no HTP device is selected. True when unknown."""
+    files = (manifest or {}).get("files")
+    paths = {str(f.get("path")) for f in files if isinstance(f, dict)} if isinstance(files, list) else set()
+    if not any(p.startswith("lib/") and ".so" in p for p in paths):
+        return True  # no libraries listed: not enough to tell
+    return "lib/libggml-hexagon.so" in paths
+
+
 def default_dest(target) -> str:
     """Where the install is when --dest and deploy.dest say nothing: a local:/qemu: target's own
     directory, else the convention of the target's OS."""

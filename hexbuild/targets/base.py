@@ -133,6 +133,10 @@ class Target(ABC):
     def preflight(self) -> None:
         """Check what this machine itself needs for the target (EnvironmentMissing), before any work."""
 
+    def default_threads(self) -> int | None:
+        """CPU threads a run gets when -t/run.threads says nothing (None: the phones' 6)."""
+        return None
+
     def glibc_version(self) -> str | None:
         """The glibc release programs run against here ("2.31"), None when unknown or not glibc."""
         return None
