@@ -15,11 +15,14 @@
 from __future__ import annotations
 
 import hashlib
+import json
+import os
 from pathlib import Path
 from typing import Any
 
 from ..errors import DeployFailed, UsageError
 from ..targets.base import Target
+from ..toolchain.sysroot import cache_root
 from .package import Package, PackageFile
 
 RUNTIME_DIR = "runtime"
@@ -57,9 +60,32 @@ def glibc_needs(pkg: Package) -> dict[str, dict[str, str]]:
     recorded = pkg.meta.get("glibc")
     if isinstance(recorded, dict) and isinstance(recorded.get("files"), dict):
         return {k: v for k, v in recorded["files"].items() if isinstance(v, dict)}
-    from ..artifacts.glibc import package_needs
+    from ..artifacts.glibc import needs
 
-    return package_needs(pkg.root, [r for r, f in pkg.files.items() if r.startswith(("bin/", "lib/"))])
+    # read each distinct file once, and remember it by content across deploys
+    cache_file = cache_root() / "glibc-needs.json"
+    try:
+        cache = json.loads(cache_file.read_text("utf-8"))
+        cache = cache if isinstance(cache, dict) else {}
+    except (OSError, ValueError):
+        cache = {}
+    out, dirty = {}, False
+    for rel, f in sorted(pkg.files.items()):
+        if not rel.startswith(("bin/", "lib/")):
+            continue
+        if f.sha256 not in cache:
+            cache[f.sha256], dirty = needs(f.local), True
+        if cache[f.sha256]:
+            out[rel] = cache[f.sha256]
+    if dirty:
+        try:
+            cache_file.parent.mkdir(parents=True, exist_ok=True)
+            tmp = cache_file.with_name(f".{cache_file.name}.{os.getpid()}")
+            tmp.write_text(json.dumps(dict(list(cache.items())[-5000:])), "utf-8")
+            os.replace(tmp, cache_file)
+        except OSError:
+            pass  # a cache that cannot be written only costs time
+    return out
 
 
 def check_glibc(target: Target, pkg: Package, bundled: bool) -> dict[str, Any] | None:
