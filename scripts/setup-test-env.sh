@@ -137,9 +137,15 @@ fi
 # --- the open toolchain's root filesystem (hexbuild toolchain open, engine without a network) ---
 # Built by hexbuild's own code (debootstrap + the recipe in docker/open-arm64-linux/) into the test
 # cache; the open_image fixture imports it into the test engine in seconds. Keyed by the recipe.
-if ! (cd "$here" && python3 -m tests.infra.real_build --rootfs --check) >/dev/null 2>&1; then
+if ! (cd "$here" && HEXBUILD_TEST_CACHE="$cache" python3 -m tests.infra.real_build --rootfs --check) >/dev/null 2>&1; then
   need_root
   log "open toolchain root filesystem (debootstrap + clang-19, lld-19, llvm-19, cmake, ninja, ccache, AArch64 sysroot)"
-  (cd "$here" && python3 -m tests.infra.real_build --rootfs) >/dev/null
+  (cd "$here" && HEXBUILD_TEST_CACHE="$cache" python3 -m tests.infra.real_build --rootfs) >/dev/null || exit 3
+fi
+# --- virtual board root filesystem (Debian bullseye arm64, glibc 2.31) ------
+if [ ! -e "$cache/board-rootfs-bullseye-arm64/.hexbuild-rootfs-complete" ]; then
+  need_root
+  log "building the virtual board's arm64 root filesystem (debootstrap under qemu, a few minutes)"
+  (cd "$here" && HEXBUILD_TEST_CACHE="$cache" python3 -m tests.infra.board build) || exit 3
 fi
 log "test environment ready (cache: $cache)"
