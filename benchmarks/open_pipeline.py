@@ -13,10 +13,10 @@ Stages (each prints hexbuild's time, the plain time and the ratio hexbuild / pla
 - build, cold (--cold): empty compiler caches on both sides, new build directories;
 - build, fresh: new build directories, the compiler cache warm (what a CI job with a cache sees);
 - build, warm: both build directories up to date (REPEAT times each, medians);
-- deploy: `hexbuild deploy PKG --target local:DIR` (first, then again with nothing changed) vs
-  `cp -a PKG DIR`;
-- run: `llama-completion` of the package under qemu-aarch64, through `hexbuild run completion
-  --target qemu:DIR` when that target exists, vs the plain qemu-aarch64 line.
+- deploy: `hexbuild deploy PKG --target qemu:DIR --model tiny.gguf` (first, then again with
+  nothing changed) vs `cp -a` of the package and the model;
+- run: `hexbuild run completion --target qemu:DIR -- -n 16 …` vs the plain `qemu-aarch64 -L
+  /usr/aarch64-linux-gnu` line of the same program, model and arguments.
 
 The plain build is one `docker run` (docker CLI) of the same preset and CMake arguments hexbuild
 uses (from its `--dry-run --json`), building the same targets; it installs nothing, so hexbuild's
@@ -84,6 +84,7 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="open-bench-", dir=cache))
     env = {k: v for k, v in os.environ.items() if not k.startswith("HEXBUILD_")}
     env["DOCKER_HOST"] = host
+    env["HEXBUILD_LINUX_SYSROOT"] = str(SYSROOT)  # qemu: runs against the same sysroot as the plain line
     docker_cli = shutil.which("docker") or "docker"
     hexbuild = [sys.executable, "-m", "hexbuild"]
     try:
@@ -156,37 +157,39 @@ def main() -> int:
         row("build, warm (up to date)", statistics.median(hs), statistics.median(ps),
             f"(hexbuild reports {statistics.median(reported):.2f}s itself)")
 
-        # -- deploy ---------------------------------------------------------------------------
+        # -- deploy (qemu: target, the same code as local:) ------------------------------------------
         pkg = Path(result["package"])
-        h, _ = timed(lambda: run([*hexbuild, "deploy", str(pkg), "--target", f"local:{work / 'board'}", "-q"], env))
-        p, _ = timed(lambda: run(["cp", "-a", str(pkg), str(work / "board-plain")], env))
-        row("deploy, first", h, p, "(plain: cp -a)")
-        h = statistics.median(timed(lambda: run([*hexbuild, "deploy", str(pkg), "--target",
-                                                 f"local:{work / 'board'}", "-q"], env))[0]
+        model = write_tiny_gguf(work / "tiny.gguf")
+        board, plain_board = work / "qemu-board", work / "board-plain"
+        deploy = [*hexbuild, "deploy", str(pkg), "--target", f"qemu:{board}", "--model", str(model),
+                  "--models-dir", str(work / "models"), "-q"]
+
+        def plain_deploy() -> None:
+            run(["cp", "-a", str(pkg), str(plain_board)], env)
+            shutil.copy2(model, plain_board / model.name)
+
+        h, _ = timed(lambda: run(deploy, env))
+        p, _ = timed(plain_deploy)
+        row("deploy, first", h, p, "(plain: cp -a of the package and the model)")
+        h = statistics.median(timed(lambda: run(deploy, env))[0] for _ in range(args.repeat))
+        shutil.rmtree(plain_board)
+        p = statistics.median(timed(lambda: (plain_deploy(), shutil.rmtree(plain_board)))[0]
                               for _ in range(args.repeat))
-        shutil.rmtree(work / "board-plain")
-        p = statistics.median(timed(lambda: (run(["cp", "-a", str(pkg), str(work / "board-plain")], env),
-                                             shutil.rmtree(work / "board-plain")))[0] for _ in range(args.repeat))
         row("deploy, nothing changed", h, p, "(plain: cp -a again)")
 
-        # -- run ------------------------------------------------------------------------------
-        model = write_tiny_gguf(work / "tiny.gguf")
+        # -- run --------------------------------------------------------------------------------
         qemu = shutil.which("qemu-aarch64") or "qemu-aarch64"
+        gen = ["-n", "16", "-p", "hello", "-no-cnv", "--no-warmup", "-t", "2"]
         plain_run = [qemu, "-L", str(SYSROOT), "-E", f"LD_LIBRARY_PATH={pkg / 'lib'}",
-                     str(pkg / "bin" / "llama-completion"), "-m", str(model), "-n", "16", "-p", "hello",
-                     "-no-cnv", "--no-warmup", "-t", "2"]
-        p = statistics.median(timed(lambda: run(plain_run, env))[0] for _ in range(args.repeat))
-        board = work / "qemu-board"
-        probe = subprocess.run([*hexbuild, "deploy", str(pkg), "--target", f"qemu:{board}", "--model", str(model),
-                                "-q"], capture_output=True, text=True, env=env)
-        if probe.returncode == 0:
-            argv = [*hexbuild, "run", "completion", "--target", f"qemu:{board}", "--model", model.name, "-q",
-                    "--", "-n", "16", "-p", "hello", "-no-cnv", "--no-warmup", "-t", "2"]
-            h = statistics.median(timed(lambda: run(argv, env))[0] for _ in range(args.repeat))
-            row("run completion (qemu)", h, p)
-        else:
-            print(f"{'run completion (qemu)':34}{'-':>10}{p:10.2f}{'-':>10}  (no qemu: target here yet: "
-                  f"{probe.stderr.strip().splitlines()[-1] if probe.stderr.strip() else probe.returncode})")
+                     str(pkg / "bin" / "llama-completion"), "-m", str(model), *gen]
+        argv = [*hexbuild, "run", "completion", "--target", f"qemu:{board}", "--models-dir", str(work / "models"),
+                "--model", model.name, "--results-dir", str(work / "results"), "-q", "--", *gen]
+        hs, ps = [], []
+        for _ in range(args.repeat):
+            ps.append(timed(lambda: run(plain_run, env))[0])
+            hs.append(timed(lambda: run(argv, env))[0])
+        row("run completion -n 16 (qemu)", statistics.median(hs), statistics.median(ps),
+            "(hexbuild: render, run, save the log, parse it)")
         return 0
     finally:
         shutil.rmtree(work, ignore_errors=True)

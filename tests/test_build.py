@@ -53,8 +53,20 @@ def fixture_copy(tmp_path: Path, owner: tuple[int, int] | None = USER) -> Path:
     return dst
 
 
+# The engine may be shared (HEXBUILD_TEST_DOCKER_HOST) with builds that are not this test run's:
+# only containers created after this module was imported count, and only those are removed.
+_SINCE = time.time() - 1
+
+
 def containers(client) -> list[str]:
-    return [c.name for c in client.containers.list(all=True) if c.name.startswith("hexbuild-")]
+    from datetime import datetime, timezone
+
+    def created(c) -> float:
+        stamp = (c.attrs.get("Created") or "")[:26].rstrip("Z")
+        return datetime.fromisoformat(stamp).replace(tzinfo=timezone.utc).timestamp() if stamp else 0.0
+
+    return [c.name for c in client.containers.list(all=True, filters={"label": "hexbuild"})
+            if c.name.startswith("hexbuild-") and created(c) >= _SINCE]
 
 
 def result_json(cp: subprocess.CompletedProcess) -> dict:
