@@ -91,9 +91,11 @@ class BenchCommand(PassthroughCommand):
     """`hexbuild bench ...` runs a benchmark; `hexbuild bench compare ...` hands over to the
     compare command (a click group could not also take llama-bench's arguments after --)."""
 
+    delegates = {"compare": "bench-compare"}
+
     def make_context(self, info_name, args, parent=None, **extra):
-        if args and args[0] == "compare" and parent is not None:
-            cmd = parent.command.get_command(parent, "bench-compare")
+        if args and args[0] in self.delegates and parent is not None:
+            cmd = parent.command.get_command(parent, self.delegates[args[0]])
             return cmd.make_context("bench compare", list(args[1:]), parent=parent, **extra)
         return super().make_context(info_name, args, parent=parent, **extra)
 
