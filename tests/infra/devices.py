@@ -11,8 +11,8 @@
   - ``"android"`` (the default): what a phone has. adbd runs chrooted into a root made of bind
     mounts: ``/system/bin`` holds mksh as ``sh`` and toybox with a link per applet, ``/bin`` is a
     symlink to it (as on Android 10+), adbd is ``/apex/com.android.adbd/bin/adbd`` with a phone's
-    ``PATH``, and only the host's shared libraries (``/usr/lib``, read-only) come along, so no
-    GNU tool is reachable from the device side. adbd runs ``/bin/sh -c`` (Debian's build has
+    ``PATH``, ``awk`` is mawk (Android's is BWK awk, also not toybox), and only the host's shared
+    libraries (``/usr/lib``, read-only) come along, so no GNU tool is reachable from the device side. adbd runs ``/bin/sh -c`` (Debian's build has
     glibc's ``_PATH_BSHELL``; AOSP's has ``/system/bin/sh``): both are mksh here.
   - ``"debian"``: the host's own userland (dash, GNU coreutils), as a board with a full Linux
     userland has; ``getprop`` is in ``/usr/local/sbin``.
@@ -303,6 +303,8 @@ def android_root(root: Path, getprop: str) -> Path:
     shutil.copy2(toybox, sbin / "toybox")
     shutil.copy2(_need("mksh", "mksh"), sbin / "mksh")
     (sbin / "sh").symlink_to("mksh")
+    # Android ships BWK awk (not toybox) at /system/bin/awk; Debian's mawk (not GNU) stands in
+    shutil.copy2(_need("mawk", "mawk"), sbin / "awk")
     applets = subprocess.run([toybox], capture_output=True, text=True, check=True).stdout.split()
     for applet in applets:
         if applet not in ("sh", "getprop", "toybox") and "/" not in applet:
@@ -341,6 +343,12 @@ def new_device(server: AdbServer, base: Path, soc: str = "SM8650", *, platform: 
     return dev
 
 
+@pytest.fixture(params=USERLANDS)
+def userland(request) -> str:
+    """Parametrizes a test over both phones: ``make_device(..., userland=userland)``."""
+    return request.param
+
+
 @pytest.fixture
 def make_device(adb_server, tmp_path):
     """make_device(soc="SM8650", disk_kb=None, server=None, userland="android") → a fresh
@@ -365,6 +373,14 @@ def phones(adb_server, tmp_path_factory):
     yield devs
     for dev in devs.values():
         dev.stop()
+
+
+@pytest.fixture(scope="session")
+def debian_phone(adb_server, tmp_path_factory):
+    """A long-lived SM8650 phone with the host's Debian userland (dash, GNU coreutils)."""
+    dev = new_device(adb_server, tmp_path_factory.mktemp("debian-phone"), "SM8650", userland="debian")
+    yield dev
+    dev.stop()
 
 
 @pytest.fixture
