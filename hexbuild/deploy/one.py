@@ -11,6 +11,7 @@ from pathlib import Path
 from ..errors import EnvironmentMissing, HexbuildError, Interrupted, UsageError
 from ..targets.base import DeviceInfo, Target
 from ..targets.posix import not_ready_message
+from ..targets.tools import require_tools
 from ..ui import ui
 from .apply import apply_plan
 from .checkpoints import cancel, checkpoint, fault
@@ -39,6 +40,7 @@ def deploy_one(target: Target, pkg: Package | None, models: list[Model], opts: D
         info = target.probe(dest)
         res.serial, res.soc, res.htp_arch = info.serial, info.soc, info.htp_arch
         _require_ready(target, info)
+        require_tools(target)  # one call; names a missing tool before anything changes
         lay = Layout(dest)
         if opts.rollback:
             rollback(target, lay, res, opts)

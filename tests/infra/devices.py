@@ -10,7 +10,7 @@
   adbd by PID. Two userlands (``USERLANDS``):
   - ``"android"`` (the default): what a phone has. adbd runs chrooted into a root made of bind
     mounts: ``/system/bin`` holds mksh as ``sh`` and toybox with a link per applet, ``/bin`` is a
-    symlink to it (as on Android 10+), adbd is ``/apex/com.android.adbd/bin/adbd`` with a phone's
+    symlink to it (as on Android 10+), ``/system`` is read-only, adbd is ``/apex/com.android.adbd/bin/adbd`` with a phone's
     ``PATH``, ``awk`` is mawk (Android's is BWK awk, also not toybox), and only the host's shared
     libraries (``/usr/lib``, read-only) come along, so no GNU tool is reachable from the device side. adbd runs ``/bin/sh -c`` (Debian's build has
     glibc's ``_PATH_BSHELL``; AOSP's has ``/system/bin/sh``): both are mksh here.
@@ -246,7 +246,7 @@ class VirtualDevice:
             script = ('mount --make-rprivate / && '
                       'mount --bind -o ro /usr/lib "$R/usr/lib" && mount --bind -o ro /usr/lib64 "$R/usr/lib64" && '
                       'mount --rbind /dev "$R/dev" && mount -t proc proc "$R/proc" && '
-                      'mount --rbind /sys "$R/sys" && '
+                      'mount --rbind /sys "$R/sys" && mount --bind -o ro "$R/system" "$R/system" && '
                       f'mount --bind -o ro "$ADBD" "$R{ADBD_ON_PHONE}" && {mount_tmp} && '
                       f'exec env -i PATH={ANDROID_PATH} ADBD_PORT="$ADBD_PORT" ANDROID_ROOT=/system '
                       f'ANDROID_DATA=/data TMPDIR=/data/local/tmp "$CHROOT" "$R" {ADBD_ON_PHONE}')
@@ -287,7 +287,7 @@ class VirtualDevice:
         return self.server("-s", self.serial, "shell", command, check=False)
 
 
-def android_root(root: Path, getprop: str) -> Path:
+def android_root(root: Path, getprop: str, without: tuple[str, ...] = ()) -> Path:
     """``root``/sysroot: the mount points and files of a phone's root for adbd to chroot into
     (the mounts themselves are made in adbd's namespace by ``VirtualDevice.start``)."""
     sysroot = root / "sysroot"
@@ -307,7 +307,7 @@ def android_root(root: Path, getprop: str) -> Path:
     shutil.copy2(_need("mawk", "mawk"), sbin / "awk")
     applets = subprocess.run([toybox], capture_output=True, text=True, check=True).stdout.split()
     for applet in applets:
-        if applet not in ("sh", "getprop", "toybox") and "/" not in applet:
+        if applet not in ("sh", "getprop", "toybox", *without) and "/" not in applet:
             (sbin / applet).symlink_to("toybox")
     (sbin / "getprop").write_text(getprop.replace("{shell}", "/system/bin/sh"))
     (sbin / "getprop").chmod(0o755)
@@ -320,7 +320,8 @@ def android_root(root: Path, getprop: str) -> Path:
 
 def new_device(server: AdbServer, base: Path, soc: str = "SM8650", *, platform: str | None = None,
                model: str | None = None, disk_kb: int | None = None, link_mbit: int | None = None,
-               userland: str = "android") -> VirtualDevice:
+               userland: str = "android", without: tuple[str, ...] = ()) -> VirtualDevice:
+    """``without``: toybox applets the phone lacks (an older or trimmed toybox)."""
     if userland not in USERLANDS:
         raise ValueError(f"userland must be one of {USERLANDS}, not {userland!r}")
     platform = platform if platform is not None else SOCS.get(soc, ("", ""))[0]
@@ -329,7 +330,7 @@ def new_device(server: AdbServer, base: Path, soc: str = "SM8650", *, platform: 
     (root / "tmp").mkdir(parents=True)
     getprop = GETPROP.replace("{soc}", soc).replace("{platform}", platform).replace("{model}", model)
     if userland == "android":
-        android_root(root, getprop)
+        android_root(root, getprop, without)
     else:
         (root / "bin").mkdir()
         (root / "bin" / "getprop").write_text(getprop.replace("{shell}", "/bin/sh"))
