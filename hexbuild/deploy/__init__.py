@@ -31,7 +31,10 @@ good files are kept (re-hashed on the device) and the job finishes. A plain dire
 into the first release, and it is renamed aside as the rollback release (the one moment without
 ``<dest>`` is between that rename and the symlink rename, in a single device shell command).
 ``--rollback`` points ``<dest>`` back at the release recorded as previous.
-Not guarded: two hexbuild processes deploying to the same device directory at the same time.
+One deploy at a time per destination: a lock directory beside ``<dest>`` (lock.py) makes a
+second deploy wait (``--wait``) or fail naming the holder; stale locks are broken.
+Before anything, one device call checks that the device's tools can run these scripts
+(targets/tools.py: toybox, GNU and busybox differ).
 
 Space: before any byte is sent, the bytes to push (package and models) are compared with the
 free space where they go; too little is a per-target failure, "not enough space", with the

@@ -16,6 +16,7 @@ from ..ui import ui
 from .apply import apply_plan
 from .checkpoints import cancel, checkpoint, fault
 from .layout import Layout, read_live, release_id
+from .lock import DeployLock
 from .models import Model, plan_models, push_models
 from .options import DeployOptions
 from .package import Package
@@ -32,6 +33,7 @@ def deploy_one(target: Target, pkg: Package | None, models: list[Model], opts: D
     t0 = time.monotonic()
     task = None
     tmpdir: tempfile.TemporaryDirectory | None = None
+    lock: DeployLock | None = None
     try:
         from ..runner import DEFAULT_MODELS, default_dest
 
@@ -42,6 +44,10 @@ def deploy_one(target: Target, pkg: Package | None, models: list[Model], opts: D
         _require_ready(target, info)
         require_tools(target)  # one call; names a missing tool before anything changes
         lay = Layout(dest)
+        if not opts.dry_run:
+            lock = DeployLock(target, lay, wait=opts.wait, stale=opts.stale_lock)
+            lock.acquire()
+            res.lock_wait_s = lock.waited_s
         if opts.rollback:
             rollback(target, lay, res, opts)
             return res
@@ -103,6 +109,8 @@ def deploy_one(target: Target, pkg: Package | None, models: list[Model], opts: D
             traceback.print_exc()
         res.status, res.error = "failed", f"internal error: {type(e).__name__}: {e}"
     finally:
+        if lock is not None:
+            lock.release()  # on success, failure and Ctrl-C alike
         res.duration_s = round(time.monotonic() - t0, 3)
         if tmpdir is not None:
             tmpdir.cleanup()

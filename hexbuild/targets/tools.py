@@ -19,7 +19,7 @@ from .base import Target
 # ``awk``: Debian's toybox build has no tr, and awk is never toybox; only the Linux probe uses
 # tr, and tolerates its absence.
 REQUIRED = ("sh", "find", "stat", "sha256sum", "df", "ln", "mv", "rm", "mkdir", "chmod", "cp", "readlink",
-            "dirname", "tail", "sed", "cat", "printf")
+            "dirname", "tail", "sed", "cat", "printf", "grep", "date")
 
 # Flags that differ between implementations: (name reported when broken, shell test that
 # succeeds only when the device's tool does what hexbuild's scripts need)
