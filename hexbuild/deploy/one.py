@@ -3,12 +3,13 @@ switch, verify and push models — every failure caught into its TargetResult.""
 
 from __future__ import annotations
 
+import errno
 import posixpath
 import tempfile
 import time
 from pathlib import Path
 
-from ..errors import EnvironmentMissing, HexbuildError, Interrupted, UsageError
+from ..errors import DeployFailed, EnvironmentMissing, HexbuildError, Interrupted, UsageError
 from ..targets.base import DeviceInfo, Target
 from ..targets.posix import not_ready_message
 from ..targets.tools import require_tools
@@ -92,7 +93,15 @@ def deploy_one(target: Target, pkg: Package | None, models: list[Model], opts: D
                 opts.progress.update(task, advance=n)
             fault(target.spec, f"bytes:{res.bytes_pushed}")
 
-        apply_plan(target, lay, live, plan, want, pkg, opts, progress, res)
+        try:
+            apply_plan(target, lay, live, plan, want, pkg, opts, progress, res)
+        except (HexbuildError, OSError) as e:
+            if not _no_space(e):
+                raise
+            _drop_staged(target, plan)
+            raise DeployFailed(f"{target.spec}: no space left on the device at {lay.parent} while pushing (it filled "
+                               "up after the space check); the previous install is untouched and the partial "
+                               "release was removed", hint="free space on the device, then deploy again") from None
         if opts.verify:
             verify_install(target, lay, want, progress, res, checked_live=plan.in_place, repaired=plan.repair)
         done = push_models(target, models_dir, model_plan, progress, lambda name: checkpoint(target, name))
@@ -117,6 +126,22 @@ def deploy_one(target: Target, pkg: Package | None, models: list[Model], opts: D
         if task is not None:
             opts.progress.update(task, description=f"{info_label(res)} {res.status}")
     return res
+
+
+def _no_space(e: BaseException) -> bool:
+    if isinstance(e, OSError):
+        return e.errno == errno.ENOSPC
+    return "no space left on device" in getattr(e, "message", str(e)).lower()
+
+
+def _drop_staged(target: Target, plan) -> None:
+    """A release that cannot be finished only holds the space the device lacks."""
+    if plan.in_place or not plan.release_dir:
+        return
+    try:
+        target.remove([plan.release_dir], recursive=True)
+    except HexbuildError:
+        pass  # the next deploy finds it and reuses what is whole
 
 
 def info_label(res: TargetResult) -> str:

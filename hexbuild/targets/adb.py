@@ -17,7 +17,7 @@ from typing import Callable, Mapping, Sequence
 from ..errors import EnvironmentMissing, HexbuildError, RemoteFailed, UsageError
 from ..ui import ui
 from . import socs
-from .adbproto import AdbClient, AdbConnectError, AdbError, AdbTimeout, DeviceEntry, tcp_connector
+from .adbproto import AdbClient, AdbConnectError, AdbError, AdbStreamClosed, AdbTimeout, DeviceEntry, tcp_connector
 from .base import ByteProgress, DeviceInfo, OutputSink
 from .posix import ShellTarget, not_ready_message, parse_df_available, shell_command
 
@@ -153,9 +153,16 @@ class AdbTarget(ShellTarget):
         serial = self._serial()
         ui.command(self._display_prefix(serial) + ["shell", command])
         t = timeout or self.default_timeout
-        if self._supports_v2():
-            return self._call(self.client.shell_v2, serial, command, timeout=t, on_output=on_output)
-        return self._call(self.client.shell_v1, serial, command, timeout=t, on_output=on_output)
+        shell = self.client.shell_v2 if self._supports_v2() else self.client.shell_v1
+
+        def watched(*args, **kw):
+            try:
+                return shell(*args, **kw)
+            except AdbStreamClosed as e:
+                raise RemoteFailed(f"{self.spec}: lost the connection to the device ({e}): "
+                                   "it rebooted, or the cable or network dropped") from None
+
+        return self._call(watched, serial, command, timeout=t, on_output=on_output)
 
     def _display_prefix(self, serial: str) -> list[str]:
         return ["adb", "-s", serial]
