@@ -31,23 +31,29 @@ POLL_S = 0.5
 _HELD: set[str] = set()  # tokens of the locks this process holds now
 REPORT_EVERY_S = 5.0
 
+# Builtins where a shell has them (echo; mksh's and bash's $EPOCHREALTIME), so that taking
+# the lock starts one program (mkdir) and releasing it one (rm).
 _TRY = r'''L=$1; shift
-mkdir -p "${L%/*}"
+[ -d "${L%/*}" ] || mkdir -p "${L%/*}"
+now=${EPOCHREALTIME%.*}
+[ -n "$now" ] || now=$(date +%s)
 if mkdir "$L" 2>/dev/null; then
-  { for x in "$@"; do printf '%s\n' "$x"; done; printf 'started=%s\n' "$(date +%s)"; } > "$L/owner" || exit 1
+  { for x in "$@"; do echo "$x"; done; echo "started=$now"; } > "$L/owner" || exit 1
   echo acquired
   exit 0
 fi
 [ -d "$L" ] || { echo "cannot create $L" >&2; exit 1; }
 echo held
-printf 'now=%s\n' "$(date +%s)"
-printf 'made=%s\n' "$(stat -c %Y "$L" 2>/dev/null)"
-cat "$L/owner" 2>/dev/null
+echo "now=$now"
+[ -f "$L/owner" ] && while IFS= read -r line; do echo "$line"; done < "$L/owner"
+[ -f "$L/owner" ] || echo "made=$(stat -c %Y "$L" 2>/dev/null)"
 exit 0'''
 # remove the lock only while it still carries the expected token (ours, or a stale holder's)
 _REMOVE = r'''L=$1; tok=$2
 [ -d "$L" ] || exit 0
-grep -qx "token=$tok" "$L/owner" 2>/dev/null || { [ -n "$3" ] && [ ! -e "$L/owner" ]; } || exit 3
+ours=$3
+[ -f "$L/owner" ] && while IFS= read -r line; do [ "$line" = "token=$tok" ] && ours=1; done < "$L/owner"
+[ -n "$ours" ] || exit 3
 rm -rf "$L"'''
 
 

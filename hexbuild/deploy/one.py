@@ -43,7 +43,7 @@ def deploy_one(target: Target, pkg: Package | None, models: list[Model], opts: D
         info = target.probe(dest)
         res.serial, res.soc, res.htp_arch = info.serial, info.soc, info.htp_arch
         _require_ready(target, info)
-        require_tools(target)  # one call; names a missing tool before anything changes
+        require_tools(target, info)  # asked in the probe's call; names a missing tool before anything changes
         lay = Layout(dest)
         if not opts.dry_run:
             lock = DeployLock(target, lay, wait=opts.wait, stale=opts.stale_lock)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import DeployFailed
-from .base import Target
+from .base import DeviceInfo, Target
 
 # Every program the device-side scripts call (sh builtins such as printf or [ may be programs
 # on some devices; both count). Keep in step with posix.py and deploy/*.py. Not ``tr`` or
@@ -21,20 +21,25 @@ from .base import Target
 REQUIRED = ("sh", "find", "stat", "sha256sum", "df", "ln", "mv", "rm", "mkdir", "chmod", "cp", "readlink",
             "dirname", "tail", "sed", "cat", "printf", "grep", "date")
 
-# Flags that differ between implementations: (name reported when broken, shell test that
-# succeeds only when the device's tool does what hexbuild's scripts need)
-FEATURES = (
-    ("stat -c FORMAT", 'x=$(stat -c "%s %a %Y %n" / 2>/dev/null) && case $x in [0-9]*" /") true;; *) false;; esac'),
-    ("find -exec {} +", 'find / -maxdepth 0 -exec true {} + 2>/dev/null'),
-    ("df -Pk", 'df -Pk / >/dev/null 2>&1'),
-)
+# Flags that differ between implementations, as the probe names them when a tool lacks one.
+FEATURES = ("stat -c FORMAT", "find -exec {} +", "df -Pk")
 
-_PROBE = r'''for t in "$@"; do command -v "$t" >/dev/null 2>&1 || printf 'missing %s\n' "$t"; done
-printf 'shell %s\n' "${KSH_VERSION:-${BASH_VERSION:-${ZSH_VERSION:-sh}}}"
-v=$(toybox --version 2>/dev/null) && printf 'toybox %s\n' "$v"
-v=$(busybox 2>/dev/null | head -n 1) && [ -n "$v" ] && printf 'busybox %s\n' "$v"
-v=$(mv --version 2>/dev/null | head -n 1) && case $v in *GNU*) printf 'coreutils %s\n' "$v";; esac
-'''
+# Every program start costs a fork and an exec on the device, so the probe starts few: `command
+# -v` and `echo` are shell builtins. Each flag is tested on its own program: toybox's find runs
+# toybox applets named in -exec in-process, so `find -exec stat` would not test the stat on PATH.
+# Every line starts with "tools " so the script can ride along in a target's own probe call
+# (adb.py, posix.py: no extra round trip per deploy); the names are fixed identifiers.
+PROBE_SCRIPT = ("for t in " + " ".join(REQUIRED) + "; do command -v \"$t\" >/dev/null 2>&1 || echo \"tools missing $t\"; done\n"
+                + r'''echo "tools shell ${KSH_VERSION:-${BASH_VERSION:-${ZSH_VERSION:-sh}}}"
+if command -v toybox >/dev/null 2>&1; then v=$(toybox --version 2>/dev/null) && echo "tools toybox ${v#toybox }"; fi
+if command -v busybox >/dev/null 2>&1; then v=$(busybox 2>/dev/null) && echo "tools busybox ${v%%
+*}"; fi
+v=$(mv --version 2>/dev/null); case $v in *GNU*) echo "tools coreutils ${v%%
+*}";; esac
+x=$(stat -c "%s %a %Y %n" / 2>/dev/null)
+case $x in [0-9]*" /") ;; *) echo "tools broken stat -c FORMAT";; esac
+find / -maxdepth 0 -exec true {} + 2>/dev/null || echo "tools broken find -exec {} +"
+df -Pk / >/dev/null 2>&1 || echo "tools broken df -Pk"''')
 
 
 @dataclass
@@ -42,7 +47,7 @@ class DeviceTools:
     """What a device's userland offers hexbuild (from ``probe_tools``)."""
 
     shell: str = "sh"  # $KSH_VERSION (mksh), $BASH_VERSION, or "sh" (dash, ash)
-    toybox: str | None = None  # "toybox 0.8.9" when there is a toybox
+    toybox: str | None = None  # "0.8.9" when there is a toybox
     busybox: str | None = None
     coreutils: str | None = None  # "mv (GNU coreutils) 9.1" when mv is GNU's
     missing: list[str] = field(default_factory=list)  # required programs not found
@@ -64,41 +69,45 @@ class DeviceTools:
         return "; ".join(parts) or None
 
     def to_json(self) -> dict:
+        """The fields (what ``DeviceTools(**d)`` takes back); ``userland`` is derived."""
         return {"shell": self.shell, "toybox": self.toybox, "busybox": self.busybox, "coreutils": self.coreutils,
-                "userland": self.userland, "missing": self.missing, "broken": self.broken}
+                "missing": self.missing, "broken": self.broken}
 
 
-def probe_tools(target: Target, timeout: float = 20.0) -> DeviceTools:
-    """One device call: which required programs are missing, which flags are broken, and the
-    versions of the shell and the tool suite."""
-    checks = "\n".join(f"( {test} ) || printf 'broken %s\\n' {_sq(name)}" for name, test in FEATURES)
-    res = target.capture(["sh", "-c", _PROBE + checks, "sh", *REQUIRED], timeout=timeout)
+def parse_tools(text: str) -> DeviceTools:
+    """The ``tools …`` lines of PROBE_SCRIPT's output (other lines are ignored)."""
     tools = DeviceTools()
-    if res.rc == 127 and not res.out:
-        tools.missing = ["sh"]
-        return tools
-    for line in res.out.splitlines():
-        key, _, value = line.partition(" ")
+    for line in text.splitlines():
+        if not line.startswith("tools "):
+            continue
+        key, _, value = line[6:].partition(" ")
         if key == "missing":
             tools.missing.append(value)
         elif key == "broken":
             tools.broken.append(value)
         elif key in ("shell", "toybox", "busybox", "coreutils"):
             setattr(tools, key, value.strip())
-    # a feature test fails too when its program is missing: name the program, once
+    # a flag test fails too when its program is missing: name the program, once
     tools.broken = [b for b in tools.broken if b.split()[0] not in tools.missing]
     return tools
 
 
-def require_tools(target: Target) -> DeviceTools:
-    """``probe_tools``, or DeployFailed naming what the device lacks."""
-    tools = probe_tools(target)
+def probe_tools(target: Target, timeout: float = 20.0) -> DeviceTools:
+    """One device call: which required programs are missing, which flags are broken, and the
+    versions of the shell and the tool suite."""
+    res = target.capture(["sh", "-c", PROBE_SCRIPT], timeout=timeout)
+    if res.rc == 127 and not res.out:
+        return DeviceTools(missing=["sh"])
+    return parse_tools(res.out)
+
+
+def require_tools(target: Target, info: DeviceInfo | None = None) -> DeviceTools:
+    """What the device offers (from ``info.extra["tools"]`` when the target's probe already
+    asked, else ``probe_tools``), or DeployFailed naming what it lacks."""
+    known = (info.extra.get("tools") if info is not None else None)
+    tools = DeviceTools(**known) if isinstance(known, dict) else probe_tools(target)
     if tools.problem:
         raise DeployFailed(f"{target.spec}: the device's tools lack what hexbuild needs: {tools.problem} "
                            f"(shell {tools.shell}, {tools.userland} userland)",
                            hint="install the missing tools on the device (toybox or coreutils) or deploy to another target")
     return tools
-
-
-def _sq(s: str) -> str:
-    return "'" + s.replace("'", "'\\''") + "'"
