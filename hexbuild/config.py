@@ -72,6 +72,8 @@ OPTIONS: dict[str, Option] = {o.key: o for o in [
     _o("deploy.ndev", int, 0, "HTP sessions for the launch scripts (0: do not write them)", minimum=0, maximum=16),
     _o("deploy.parallel", int, 4, "targets deployed at once", minimum=1, maximum=64),
     _o("deploy.timeout", float, 600.0, "seconds allowed for one transfer", minimum=1),
+    _o("deploy.wait", float, 10.0, "seconds to wait for another deploy to the same destination", minimum=0),
+    _o("deploy.stale_lock", float, 3600.0, "seconds after which another deploy's lock is stale and broken", minimum=1),
     # ssh
     _o("ssh.known_hosts", str, "", "known_hosts file (default ~/.ssh/known_hosts)"),
     _o("ssh.identity", str, "", "private key file (default: the SSH agent and ~/.ssh/id_*)"),

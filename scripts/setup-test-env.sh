@@ -103,7 +103,7 @@ if ! python3 -c 'import hexbuild, pytest, hypothesis, docker, paramiko, elftools
 fi
 
 # --- real llama.cpp trees (cached outside the repository) ------------------
-for v in 0.3.20 0.3.36; do
+for v in 0.3.20 0.3.28 0.3.36; do
   dst="$cache/llama-cpp-python-$v"
   if [ ! -d "$dst/vendor/llama.cpp/ggml" ]; then
     log "downloading llama-cpp-python $v source distribution"

@@ -52,7 +52,8 @@ class BuildResult:
 
 # What deploy and run need to know about the revision inside a package, long after the checkout
 # is gone: how it selects sessions, which knobs and tools it has, whose scripts it follows.
-MANIFEST_FACTS = ("revision", "device_selection", "device_names", "env_vars", "tools", "scripts", "htp_versions")
+MANIFEST_FACTS = ("revision", "device_selection", "device_names", "env_vars", "tools", "scripts", "htp_versions",
+                  "plan_rules")
 
 
 def revision_facts(facts) -> dict:

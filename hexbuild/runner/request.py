@@ -114,7 +114,13 @@ def _prepare(target, req: RunRequest, *, offline_ok: bool) -> Prepared:
         if local.is_file():
             import hashlib
 
-            digest = hashlib.sha256(local.read_bytes()).hexdigest()[:12]
+            data = local.read_bytes()
+            try:
+                data.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise UsageError(f"prompt file {local} is not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start})",
+                                 hint=f"convert it, e.g. iconv -f latin1 -t utf-8 {local} > {local}.utf8") from None
+            digest = hashlib.sha256(data).hexdigest()[:12]
             prompt_path = f"{dest}/{PROMPTS_DIR}/{digest}-{_slug(local.name)}"
             prompt_upload = (local, prompt_path)
         elif req.prompt_file.startswith("/"):
