@@ -167,8 +167,12 @@ def test_warm_rebuild_has_nothing_to_compile(real_linux_package, docker_host):
 
     package, result = build_open_package(docker_host, cache_dir())
     assert package == real_linux_package and result["verify"]["ok"]
-    log = Path(result["log"]).read_text()
-    assert "ninja: no work to do" in log
+    log = Path(result["log"]).read_text(errors="replace")
+    build = log.split("+ cmake --build", 1)[1].split("+ cmake --install", 1)[0]
+    # nothing compiled or linked (0.3.36's server re-runs its always-out-of-date UI asset step,
+    # which cannot download anything in a container without a network)
+    steps = [line for line in build.splitlines() if line.startswith("[")]
+    assert not [s for s in steps if "Building" in s or "Linking" in s], steps
     assert result["toolchain"] == "open" and result["lacks"] == ["htp"]
 
 

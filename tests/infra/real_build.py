@@ -97,7 +97,8 @@ def run_aarch64(package: Path, program: str, *args: str, timeout: float = 120, *
         raise InfraError("qemu-aarch64 not found: run scripts/setup-test-env.sh (qemu-user)")
     argv = [qemu, "-L", str(SYSROOT), "-E", f"LD_LIBRARY_PATH={package / 'lib'}", str(package / "bin" / program),
             *args]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, **kw)
+    return subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=timeout,
+                          stdin=subprocess.DEVNULL, **kw)
 
 
 class _lock:
