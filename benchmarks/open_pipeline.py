@@ -54,7 +54,8 @@ def timed(fn) -> tuple[float, object]:
 
 
 def run(argv: list[str], env: dict[str, str], **kw) -> subprocess.CompletedProcess:
-    cp = subprocess.run(argv, capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL, **kw)
+    cp = subprocess.run(argv, capture_output=True, text=True, errors="replace", env=env, stdin=subprocess.DEVNULL,
+                        **kw)
     if cp.returncode != 0:
         raise SystemExit(f"failed ({cp.returncode}): {shlex.join(argv)}\n{cp.stderr[-3000:]}")
     return cp
