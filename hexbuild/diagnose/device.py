@@ -161,7 +161,7 @@ class _Context:
                          f"only {found[0].path}: the backend dlopens the name libcdsprpc.so, which no search directory has",
                          fix=f"install the development link (ln -s {posixpath.basename(found[0].path)} libcdsprpc.so "
                              "in that directory, or the fastrpc -dev package)")
-        looked = ", ".join(p.replace("/libcdsprpc.so", "") for p in self.side["libraries"])
+        looked = ", ".join(p.replace("/libcdsprpc.so*", "") for p in self.side["libraries"])
         fix = ("this vendor image exposes no FastRPC library to the shell: not a Snapdragon phone, or a ROM without "
                "the Qualcomm vendor blobs" if self.info.os == "android" else
                "install the board's FastRPC user library (the vendor's fastrpc package, or qualcomm/fastrpc built "

@@ -55,7 +55,8 @@ case "$1" in
   ro.product.manufacturer) echo QTI;;
   sys.boot_completed) echo 1;;
   '') printf '[ro.soc.model]: [%s]\\n[ro.board.platform]: [%s]\\n' {soc} {platform};;
-  *) echo;;
+  *) v=; [ -f "${{0%/*}}/props" ] && while IFS='=' read -r k x; do [ "$k" = "$1" ] && v=$x; done < "${{0%/*}}/props"
+     echo "$v";;
 esac
 """
 
@@ -161,6 +162,7 @@ class VirtualDevice:
     link_mbit: int | None = None
     proc: subprocess.Popen | None = None
     log: Path | None = None
+    setup: str = ""  # more shell run in adbd's mount namespace before adbd starts (ends with &&)
     _started: list = field(default_factory=list)
 
     @property
@@ -225,7 +227,7 @@ class VirtualDevice:
         else:
             mount_tmp = 'mount --bind "$DEVROOT/tmp" /data/local/tmp'
         script = (f'mount --make-rprivate / && {mount_tmp} && mount --bind "$DEVROOT/bin" /usr/local/sbin '
-                  f'&& exec "$ADBD"')
+                  f'&& {self.setup}exec "$ADBD"')
         self.log = self.root / "adbd.log"
         env = {**os.environ, "ADBD_PORT": str(self.port), "DEVROOT": str(self.root), "ADBD": adbd}
         argv = ["unshare", "-m", "sh", "-c", script]
@@ -262,7 +264,10 @@ class VirtualDevice:
 
 
 def new_device(server: AdbServer, base: Path, soc: str = "SM8650", *, platform: str | None = None,
-               model: str | None = None, disk_kb: int | None = None, link_mbit: int | None = None) -> VirtualDevice:
+               model: str | None = None, disk_kb: int | None = None, link_mbit: int | None = None,
+               prepare=None, setup: str = "") -> VirtualDevice:
+    """``prepare(DEVROOT)`` runs before adbd starts; ``setup`` is shell run in adbd's mount
+    namespace first (tests/infra/device_files.py uses both to give a phone /dev and /vendor)."""
     platform = platform if platform is not None else SOCS.get(soc, ("", ""))[0]
     model = model or SOCS.get(soc, ("", f"{soc} phone"))[1]
     root = base / f"dev-{soc}-{free_port()}"
@@ -271,7 +276,9 @@ def new_device(server: AdbServer, base: Path, soc: str = "SM8650", *, platform: 
     getprop = root / "bin" / "getprop"
     getprop.write_text(GETPROP.format(soc=soc, platform=platform, model=model))
     getprop.chmod(0o755)
-    dev = VirtualDevice(server, root, free_port(), soc, disk_kb, link_mbit)
+    if prepare is not None:
+        prepare(root)
+    dev = VirtualDevice(server, root, free_port(), soc, disk_kb, link_mbit, setup=setup)
     try:
         dev.start()
     except BaseException:
