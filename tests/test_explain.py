@@ -111,3 +111,21 @@ def test_cli_with_a_target_adds_the_device_facts(cli, make_fastrpc_phone, tmp_pa
     assert "libggml-htp-v75.so" in first["detail"]
     human = cli("explain", "0x80000406", "--target", f"adb:{dev.serial}")
     assert "device package:htp-lib: FAILED" in human.out and "--htp v75" in human.out
+
+
+def test_run_explains_a_session_that_failed(cli, tmp_path):
+    """A tool whose log carries the 8s Gen 3 failure (issue #22352's lines): the run's JSON record
+    gets the diagnosis and stderr one warning line with cause and fix."""
+    dest = tmp_path / "board" / "llama.cpp"
+    tool = dest / "bin" / "llama-cli"
+    tool.parent.mkdir(parents=True)
+    (dest / "lib").mkdir()
+    log = (LOGS / "issue-22352.log").read_text()
+    tool.write_text("#!/bin/sh\ncat >&2 <<'LOG'\n" + log + "LOG\necho 'CPU answer'\n")
+    tool.chmod(0o755)
+    r = cli("--json", "run", "tool", "-t", f"local:{dest}", "--results-dir", str(tmp_path / "results"),
+            "--", "llama-cli", "-p", "hi")
+    assert r.rc == 0, r.err
+    assert r.json["diagnosis"]["name"] == "AEE_EUNABLETOLOAD" and r.json["diagnosis"]["line_number"] == 8
+    warning = [ln for ln in r.err.splitlines() if ln.startswith("warning:") and "0x80000406" in ln]
+    assert len(warning) == 1 and "fix:" in warning[0]
