@@ -124,7 +124,7 @@ def give_runtime(files: DeviceFiles, runtime: dict[str, str]) -> None:
     files.add_file(runtime["shell"], b"\x7fELF dummy shell\n")
 
 
-def _prepare_phone(root: Path) -> None:
+def prepare_phone(root: Path) -> None:
     make_devfs(root / "dev")
     (root / "vendor").mkdir(exist_ok=True)
 
@@ -138,7 +138,7 @@ def make_fastrpc_phone(make_device):
 
     def make(soc: str = "SM8650", *, runtime: bool = True, selinux: str | None = "Enforcing",
              release: str = "14", setup_extra: str = "", **kw):
-        dev = make_device(soc, prepare=_prepare_phone, setup=PHONE_SETUP + setup_extra, **kw)
+        dev = make_device(soc, prepare=prepare_phone, setup=PHONE_SETUP + setup_extra, **kw)
         dev.files = DeviceFiles(dev.root)
         if runtime:
             give_runtime(dev.files, PHONE_RUNTIME)
