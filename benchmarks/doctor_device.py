@@ -18,7 +18,6 @@ import argparse
 import io
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -29,6 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.run_overhead import median_time  # noqa: E402
 from tests.elf_factory import make_package  # noqa: E402
 from tests.infra.device_files import PHONE_RUNTIME, PHONE_SETUP, DeviceFiles, prepare_phone, give_runtime  # noqa: E402
 from tests.infra.devices import new_device, start_adb_server  # noqa: E402
@@ -41,15 +41,6 @@ BY_HAND = [
     "cat /proc/meminfo", "toybox --version",
     "for t in sh cat mkdir mv ln rm chmod find stat sha256sum df readlink dirname tail sed tr wc; do command -v $t; done",
 ]
-
-
-def median_time(fn, runs: int) -> float:
-    samples = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - t0)
-    return statistics.median(samples)
 
 
 def main() -> int:

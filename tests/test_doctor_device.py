@@ -231,7 +231,8 @@ def test_a_linux_board_passes_and_fails_at_the_real_paths(cli, tmp_path, linux_p
     rc, checks, _ = board_doctor(files, install, "--package", str(linux_pkg), path_prefix=str(old))
     assert rc == 3
     assert checks["glibc"]["status"] == "missing"
-    assert "needs GLIBC_2.34 (llama-hello) but the device has glibc 2.31" in checks["glibc"]["detail"]
+    assert "needs GLIBC_2.34 (bin/llama-hello) but the device has glibc 2.31" in checks["glibc"]["detail"]
+    assert "--bundle-runtime" in checks["glibc"]["fix"]
 
     bare = board_root(tmp_path / "bare", runtime=False)
     bare.add_file("/usr/lib/libcdsprpc.so.1")

@@ -22,7 +22,7 @@ from .. import data
 from ..doctor import Check
 from ..targets import socs
 from ..targets.base import DeviceInfo, Target
-from . import glibc
+from ..artifacts.glibc import key
 from .probe import DeviceFacts, gather
 
 # Libraries whose glibc needs stand for the whole package when it is only on the device.
@@ -264,39 +264,50 @@ class _Context:
         return Check("memory", "ok", detail)
 
     def glibc(self, package: str | Path | None) -> Check:
-        have = glibc.device_version(self.facts.get("glibc"))
-        if package is not None:
-            paths = [p for p in Path(package).rglob("*") if p.is_file() and p.suffix not in (".json", ".gguf")]
-            need, who = glibc.needed_by_all(paths)
-        else:
-            need, who = self._glibc_from_device()
+        """The package's GLIBC needs (its manifest's record, read from the ELF files when it has
+        none) against the device's glibc (hexbuild.artifacts.glibc does the reading)."""
+        from ..artifacts.glibc import parse_version, summary
+
+        have = parse_version(self.facts.get("glibc")) if "libc" in self.facts.get("glibc").lower() else None
+        per_file = self._glibc_needs(package)
+        need = summary(per_file).get("GLIBC")
+        if (self.manifest or {}).get("runtime"):
+            return Check("glibc", "ok", f"the install brings its own runtime (deploy --bundle-runtime); device glibc "
+                         f"{have or 'unknown'}")
         if need is None:
             return Check("glibc", "info", f"device glibc {have or 'unknown'}; the package asks for no GLIBC_ version "
                          "(static, or nothing deployed)")
+        who = max((r for r, v in per_file.items() if v.get("GLIBC") == need), default="?")
         if have is None:
             return Check("glibc", "warn", f"the package needs GLIBC_{need} ({who}); the device's glibc is unknown "
-                         "(musl or no getconf/ldd)")
-        if glibc.version_key(have) < glibc.version_key(need):
+                         "(musl, or no getconf/ldd)")
+        if key(have) < key(need):
             return Check("glibc", "missing", f"the package needs GLIBC_{need} ({who}) but the device has glibc {have}: "
-                         "its programs will not start", fix="build in an image whose glibc is not newer than the board's, "
-                         "or update the board's userland")
-        return Check("glibc", "ok", f"device glibc {have} ≥ GLIBC_{need} ({who})")
+                         "its programs will not start", fix="hexbuild deploy --bundle-runtime (ships the image's loader "
+                         "and libc), or build against glibc " + have + " or older")
+        return Check("glibc", "ok", f"device glibc {have} >= GLIBC_{need} ({who})")
 
-    def _glibc_from_device(self) -> tuple[str | None, str | None]:
+    def _glibc_needs(self, package: str | Path | None) -> dict[str, dict[str, str]]:
+        from ..artifacts.glibc import needs, package_needs
+
+        recorded = (self.manifest or {}).get("glibc")
+        if isinstance(recorded, dict) and isinstance(recorded.get("files"), dict):
+            return {k: v for k, v in recorded["files"].items() if isinstance(v, dict)}
+        if package is not None:
+            return package_needs(Path(package), [r for r in self.files if r.startswith(("bin/", "lib/"))])
+        out: dict[str, dict[str, str]] = {}
         rels = [r for r in _GLIBC_SAMPLES if r in self.files] or list(_GLIBC_SAMPLES[:2])
-        best: str | None = None
-        who: str | None = None
         with tempfile.TemporaryDirectory(prefix="hexbuild-doctor-") as tmp:
-            for rel in rels:
+            for rel in rels:  # a few libraries stand for an install with no glibc record
                 raw = self.target.read_file(posixpath.join(self.dest, rel))
                 if raw is None:
                     continue
                 local = Path(tmp) / posixpath.basename(rel)
                 local.write_bytes(raw)
-                v = glibc.needed_by(local)
-                if v and (best is None or glibc.version_key(v) > glibc.version_key(best)):
-                    best, who = v, rel
-        return best, who
+                found = needs(local)
+                if found:
+                    out[rel] = found
+        return out
 
     def shell(self) -> Check:
         f = self.facts
