@@ -251,3 +251,28 @@ def test_over_ssh_the_same_checks_run(cli, sshd_host):
     assert r.json["device"]["kind"] == "ssh"
     assert checks["fastrpc:library"]["status"] == "missing"
     assert checks["tools"]["status"] == "ok"
+
+
+def test_the_virtual_board_glibc_is_read_for_real(cli, tmp_path, virtual_board, argv_echo_aarch64, monkeypatch):
+    """The bullseye arm64 board (glibc 2.31, tests/infra/board.py) against a package built with
+    Debian's cross gcc (glibc 2.36: needs GLIBC_2.34); with --bundle-runtime it passes."""
+    import shutil
+
+    for k, v in virtual_board.env.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("HEXBUILD_LINUX_SYSROOT", "/usr/aarch64-linux-gnu")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
+    pkg = tmp_path / "pkg" / "llama.cpp"
+    (pkg / "bin").mkdir(parents=True)
+    (pkg / "lib").mkdir()
+    shutil.copy(argv_echo_aarch64, pkg / "bin" / "llama-completion")
+    (pkg / "manifest.json").write_text(json.dumps({"os": "linux"}))
+    r = doctor(cli, virtual_board.spec, "--package", str(pkg), "--dest", "/opt/doctor/llama.cpp")
+    check = device_checks(r)["glibc"]
+    assert check["status"] == "missing", check
+    assert "needs GLIBC_2.34 (bin/llama-completion) but the device has glibc 2.31" in check["detail"]
+
+    dest = "/opt/doctor-bundled/llama.cpp"
+    assert cli("deploy", str(pkg), "--target", virtual_board.spec, "--dest", dest, "--bundle-runtime").rc == 0
+    check = device_checks(doctor(cli, virtual_board.spec, "--dest", dest))["glibc"]
+    assert check["status"] == "ok" and "its own runtime" in check["detail"]
