@@ -21,7 +21,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 

@@ -121,9 +121,6 @@ def explain_code(code: str | int) -> Explanation:
                      hint="codes look like 0x80000406 (raised on the DSP) or 0x72 (raised on the CPU side)")
 
 
-_CODE_IN_LINE = re.compile(r"(?:error|err|failed:?)\s*:?\s*(0x[0-9a-fA-F]+)")
-
-
 def explain_line(line: str, number: int | None = None) -> Explanation | None:
     """The explanation of one log line, or None when it is not a failure the table knows."""
     for entry in _table().get("line", []):
