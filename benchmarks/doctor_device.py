@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.run_overhead import median_time  # noqa: E402
 from tests.elf_factory import make_package  # noqa: E402
-from tests.infra.device_files import PHONE_RUNTIME, PHONE_SETUP, DeviceFiles, prepare_phone, give_runtime  # noqa: E402
+from tests.infra.device_files import PHONE_RUNTIME, PHONE_SETUP, give_runtime, phone_files, prepare_phone  # noqa: E402
 from tests.infra.devices import new_device, start_adb_server  # noqa: E402
 
 DEST = "/data/local/tmp/llama.cpp"
@@ -48,12 +48,11 @@ def main() -> int:
     args = ap.parse_args()
     base = Path(tempfile.mkdtemp(prefix="hexbuild-bench-doctor-"))
     server = device = None
-    Path("/vendor").mkdir(exist_ok=True)
     try:
         server = start_adb_server(base)
         os.environ["ANDROID_ADB_SERVER_PORT"] = str(server.port)
         device = new_device(server, base, "SM8550", prepare=prepare_phone, setup=PHONE_SETUP)
-        give_runtime(DeviceFiles(device.root), PHONE_RUNTIME)
+        give_runtime(phone_files(device), PHONE_RUNTIME)
         pkg = make_package(base / "pkg", "android", ("v73",))
         from hexbuild.cli.main import main as hexbuild_main
 

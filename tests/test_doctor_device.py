@@ -133,10 +133,8 @@ def test_nothing_deployed_and_no_runtime(cli, make_fastrpc_phone):
 
 
 def test_selinux_context_of_an_app_is_a_warning(cli, v73_phone):
-    bin_dir = v73_phone.root / "bin"
-    (bin_dir / "id").write_text('#!/bin/sh\n[ "$1" = -Z ] && { echo u:r:untrusted_app:s0:c512,c768; exit 0; }\n'
-                                'exec /usr/bin/id "$@"\n')
-    (bin_dir / "id").chmod(0o755)
+    v73_phone.files.add_program("id", '#!/system/bin/sh\n[ "$1" = -Z ] && { echo u:r:untrusted_app:s0:c512,c768; exit 0; }\n'
+                                      'exec toybox id "$@"\n')
     r = doctor(cli, f"adb:{v73_phone.serial}")
     check = device_checks(r)["selinux"]
     assert check["status"] == "warn" and "untrusted_app" in check["detail"]
@@ -152,7 +150,7 @@ def test_memory_against_the_plan(cli, make_fastrpc_phone, tmp_path, android_pkg)
 
     # a phone with almost no free memory: its own /proc/meminfo inside its namespace
     (tmp_path / "meminfo").write_text("MemTotal: 4096 kB\nMemAvailable: 16 kB\n")
-    low = make_fastrpc_phone("SM8550", setup_extra=f'mount --bind {tmp_path / "meminfo"} /proc/meminfo && ')
+    low = make_fastrpc_phone("SM8550", setup_extra=f'mount --bind {tmp_path / "meminfo"} "$R/proc/meminfo" && ')
     cli("deploy", str(android_pkg), "--target", f"adb:{low.serial}")
     r = doctor(cli, f"adb:{low.serial}", "--model", str(model))
     check = device_checks(r)["memory"]
@@ -160,15 +158,13 @@ def test_memory_against_the_plan(cli, make_fastrpc_phone, tmp_path, android_pkg)
     assert "smaller quantization" in check["fix"]
 
 
-def test_a_missing_tool_is_named(cli, make_fastrpc_phone, tmp_path):
-    (tmp_path / "not-a-program").write_bytes(b"")
-    sha = subprocess.run(["sh", "-c", "command -v sha256sum"], capture_output=True, text=True).stdout.strip()
-    dev = make_fastrpc_phone("SM8550", setup_extra=f"mount --bind {tmp_path / 'not-a-program'} {sha} && ")
+def test_a_missing_tool_is_named_and_the_shell_reported(cli, make_fastrpc_phone):
+    dev = make_fastrpc_phone("SM8550", without=("sha256sum",))  # a trimmed toybox
     r = doctor(cli, f"adb:{dev.serial}", "--for", "deploy")
     check = device_checks(r)["tools"]
     assert check["status"] == "missing" and "sha256sum" in check["detail"]
     shell = device_checks(r)["shell"]
-    assert shell["status"] == "info" and shell["detail"]
+    assert shell["status"] == "info" and "MIRBSD KSH" in shell["detail"] and "toybox 0.8" in shell["detail"]
 
 
 def test_bad_input_is_one_line(cli, tmp_path):

@@ -79,7 +79,7 @@ def check_device(target: Target, *, dest: str | None = None, package: str | Path
     lib_dir = posixpath.join(dest, "lib")
     skel = posixpath.join(lib_dir, f"libggml-htp-{arch}.so") if arch else posixpath.join(lib_dir, "libggml-htp-unknown.so")
     facts = gather(target, skel=skel, libraries=list(side["libraries"]), nodes=list(side["nodes"]),
-                   shells=list(side["unsigned_shells"]), tools=list(runtime["tools"]["required"]))
+                   shells=list(side["unsigned_shells"]))
     ctx = _Context(target, info, facts, dest, lib_dir, skel, arch, manifest, deployed, local is not None, side)
     checks = [ctx.soc(), ctx.htp_lib(), ctx.sessions(), ctx.library(), ctx.nodes(), ctx.adsp_path(),
               ctx.unsigned_shell(), ctx.selinux()]
@@ -200,7 +200,7 @@ class _Context:
                          "does not exist" + note, fix=f"hexbuild deploy PKG --target {self.target.spec}")
         if not self.arch:
             return Check("adsp-library-path", "warn", f"ADSP_LIBRARY_PATH={self.lib_dir}; arch unknown, skel not checked" + note)
-        size, sha = self.facts.get("skelsize"), self.facts.get("skelsha")
+        size, sha = self.facts.get("skelsize").strip(), self.facts.get("skelsha")
         if not size:
             return Check("adsp-library-path", "missing", f"no {posixpath.basename(self.skel)} in ADSP_LIBRARY_PATH="
                          f"{self.lib_dir}: the DSP cannot find the skel (error 0x80000406)" + note,
@@ -309,18 +309,23 @@ class _Context:
                     out[rel] = found
         return out
 
+    def _tools(self):
+        from ..targets.tools import REQUIRED, DeviceTools, probe_tools
+
+        known = self.info.extra.get("tools")
+        return (DeviceTools(**known) if isinstance(known, dict) else probe_tools(self.target)), REQUIRED
+
     def shell(self) -> Check:
-        f = self.facts
-        exe = f.get("exe") or "sh"
-        flavour = f.get("ksh") or f.get("bash") or ""
-        tools = f.get("toybox") or f.get("busybox") or f.get("coreutils") or "unknown utilities"
-        return Check("shell", "info", f"{exe}{' (' + flavour + ')' if flavour else ''}; {tools}")
+        t, _ = self._tools()
+        suite = (f"toybox {t.toybox}" if t.toybox else f"busybox {t.busybox}" if t.busybox
+                 else t.coreutils or "unknown utilities")
+        return Check("shell", "info", f"shell {t.shell}; {suite} ({t.userland} userland)")
 
     def tools(self) -> Check:
-        missing = self.facts.missing_tools
-        if missing:
-            return Check("tools", "missing", f"the device shell has no {', '.join(missing)} (hexbuild's deploy and run "
-                         "scripts call them)", fix="install them on the device (Linux: coreutils, findutils), or use a "
-                         "device whose shell has them")
-        return Check("tools", "ok", f"{len(data.table('fastrpc_runtime')['tools']['required'])} tools hexbuild calls are there")
+        t, required = self._tools()
+        if t.problem:
+            return Check("tools", "missing", f"the device's tools lack what hexbuild's deploy and run scripts need: "
+                         f"{t.problem}", fix="install them on the device (toybox or coreutils, findutils), or use a "
+                         "device that has them")
+        return Check("tools", "ok", f"all {len(required)} programs hexbuild's scripts call, with the flags they use")
 

@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 
 from ..targets.base import Target
 
-# Arguments: SKEL_PATH, then KIND:PATH items (lib, node, shell: globs allowed), then
-# "--", then tool names to look for.
+# Arguments: SKEL_PATH, then KIND:PATH items (lib, node, shell: globs allowed). Only what
+# toybox, busybox and coreutils all have (no tr: Debian's toybox build lacks it); the shell and
+# tool versions come from the target's own probe (targets/tools.py).
 _SCRIPT = r'''p() { printf '%s %s\n' "$1" "$2"; }
 skel=$1; shift
 p release "$(getprop ro.build.version.release 2>/dev/null)"
@@ -21,20 +22,14 @@ p context "$(id -Z 2>/dev/null)"
 p uid "$(id -u 2>/dev/null)"
 p user "$(id -un 2>/dev/null)"
 p adsp "${ADSP_LIBRARY_PATH-<unset>}"
-p exe "$(readlink /proc/$$/exe 2>/dev/null)"
-p ksh "${KSH_VERSION:-}"
-p bash "${BASH_VERSION:-}"
-p toybox "$(toybox --version 2>/dev/null)"
-p busybox "$(busybox 2>/dev/null | head -n 1)"
-p coreutils "$(ls --version 2>/dev/null | head -n 1)"
 p glibc "$(getconf GNU_LIBC_VERSION 2>/dev/null || ldd --version 2>&1 | head -n 1)"
 sed -n 's/^MemAvailable:[^0-9]*\([0-9]*\).*/memavail \1/p; s/^MemTotal:[^0-9]*\([0-9]*\).*/memtotal \1/p' /proc/meminfo 2>/dev/null
 if [ -f "$skel" ]; then
-  p skelsize "$(wc -c < "$skel" | tr -d ' ')"
+  p skelsize "$(wc -c < "$skel")"
   p skelsha "$(sha256sum "$skel" 2>/dev/null | sed 's/ .*//')"
 fi
 [ -d "${skel%/*}" ] && p libdir yes
-while [ $# -gt 0 ] && [ "$1" != -- ]; do
+while [ $# -gt 0 ]; do
   kind=${1%%:*}; pat=${1#*:}; shift
   for f in $pat; do
     [ -e "$f" ] || [ -L "$f" ] || continue
@@ -43,8 +38,6 @@ while [ $# -gt 0 ] && [ "$1" != -- ]; do
     printf '%s %s %s %s\n' "$kind" "$t" "$rw" "$f"
   done
 done
-[ "$1" = -- ] && shift
-for t in "$@"; do command -v "$t" >/dev/null 2>&1 || p notool "$t"; done
 exit 0'''
 
 
@@ -59,7 +52,6 @@ class Found:
 class DeviceFacts:
     values: dict[str, str] = field(default_factory=dict)
     found: dict[str, list[Found]] = field(default_factory=dict)  # lib | node | shell
-    missing_tools: list[str] = field(default_factory=list)
 
     def get(self, key: str) -> str:
         return self.values.get(key, "")
@@ -70,9 +62,9 @@ class DeviceFacts:
 
 
 def gather(target: Target, *, skel: str, libraries: list[str], nodes: list[str], shells: list[str],
-           tools: list[str], timeout: float = 30.0) -> DeviceFacts:
+           timeout: float = 30.0) -> DeviceFacts:
     items = [f"lib:{p}" for p in libraries] + [f"node:{p}" for p in nodes] + [f"shell:{p}" for p in shells]
-    res = target.capture(["sh", "-c", _SCRIPT, "sh", skel, *items, "--", *tools], timeout=timeout)
+    res = target.capture(["sh", "-c", _SCRIPT, "sh", skel, *items], timeout=timeout)
     facts = DeviceFacts()
     for line in res.out.splitlines():
         key, _, rest = line.partition(" ")
@@ -80,8 +72,6 @@ def gather(target: Target, *, skel: str, libraries: list[str], nodes: list[str],
             parts = rest.split(" ", 2)
             if len(parts) == 3:
                 facts.found.setdefault(key, []).append(Found(parts[2], parts[0], parts[1] == "yes"))
-        elif key == "notool":
-            facts.missing_tools.append(rest.strip())
         elif key and key not in facts.values:
             facts.values[key] = rest.strip()
     return facts

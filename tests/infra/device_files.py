@@ -1,26 +1,25 @@
 """Give a virtual device the files and device nodes a real Snapdragon device has (or lacks), at
-their real paths inside the device's own mount namespace — never on this machine's / or /dev.
+their real paths inside the device's own namespace — never on this machine's / or /dev.
 
-- ``make_fastrpc_phone(soc, ...)`` (per test): a virtual phone (real adbd, tests/infra/devices.py)
-  whose /dev is DEVROOT/dev (the host's basic nodes re-made there with mknod, devpts and shm
-  mounted inside) and whose /vendor is DEVROOT/vendor. Both are bind mounts, so a test changes
-  the phone while it runs through ``phone.files``.
+- ``make_fastrpc_phone(soc, ...)`` (per test): a virtual phone (real adbd chrooted into its own
+  Android root, tests/infra/devices.py) whose /dev is DEVROOT/dev (the host's basic nodes re-made
+  there with mknod, the host's ptys and an shm of its own mounted inside) instead of the host's
+  /dev; /vendor is the phone root's own directory. A test changes the phone while it runs,
+  through ``phone.files``.
 - ``DeviceFiles``: add or remove a dummy ``libcdsprpc.so``, FastRPC nodes (character devices made
-  with mknod under DEVROOT/dev), the unsigned PD shell, a ``getenforce`` answering a mode, and
-  getprop values.
+  with mknod under DEVROOT/dev), the unsigned PD shell, programs such as a ``getenforce``
+  answering a mode, and getprop values.
 - ``board_root(dir)`` / ``run_in_board``: the same for a Linux board that is this machine
   (``local:`` targets): a command runs under ``unshare -m`` with DEVROOT/dev over /dev, a
   read-only overlay of DEVROOT/usr/lib over /usr/lib and a /sys/devices/soc0/machine naming
   the board's SoC.
-
-The one change outside the test's own tree is the empty mount point /vendor (as devices.py makes
-/data/local/tmp): a directory cannot be mounted on where none exists.
 """
 
 from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import stat
 import subprocess
 from dataclasses import dataclass
@@ -56,17 +55,22 @@ def make_devfs(dev: Path) -> None:
 # Inside the namespace: keep the host's ptys, give shm its own tmpfs, then swap /dev.
 DEV_SETUP = ('mount --bind /dev/pts "$DEVROOT/dev/pts" && mount -t tmpfs -o mode=1777 shm "$DEVROOT/dev/shm" '
              '&& mount --rbind "$DEVROOT/dev" /dev && ')
-PHONE_SETUP = DEV_SETUP + 'mount --bind "$DEVROOT/vendor" /vendor && '
+# The phone (devices.py, userland "android") chroots into $R: its /dev is replaced the same way.
+PHONE_SETUP = DEV_SETUP.replace(" /dev && ", ' "$R/dev" && ')
 
 
 @dataclass
 class DeviceFiles:
-    """A device's own tree: device path /X is ``root/X`` for /dev and /vendor (phones) or
-    /dev and /usr/lib (boards); ``bin`` is on the device's PATH."""
+    """A device's own tree: device path /X is ``root/X`` and /dev/X is ``dev/X``; ``bin`` is a
+    directory on the device's PATH (the phone's /system/bin)."""
 
     root: Path
+    dev: Path
+    bin: Path | None = None
 
     def path(self, device_path: str) -> Path:
+        if device_path.startswith("/dev/"):
+            return self.dev / device_path[len("/dev/"):]
         return self.root / device_path.lstrip("/")
 
     def add_file(self, device_path: str, data: bytes = b"", mode: int = 0o644) -> Path:
@@ -89,24 +93,32 @@ class DeviceFiles:
     def remove(self, device_path: str) -> None:
         p = self.path(device_path)
         if p.is_dir() and not p.is_symlink():
-            import shutil
-
             shutil.rmtree(p)
         elif p.exists() or p.is_symlink():
             p.unlink()
 
+    def add_program(self, name: str, script: str) -> Path:
+        """A script named ``name`` on the device's PATH, replacing a toybox applet link."""
+        assert self.bin is not None
+        p = self.bin / name
+        if p.exists() or p.is_symlink():
+            p.unlink()  # never write through the link into toybox itself
+        p.write_text(script)
+        p.chmod(0o755)
+        return p
+
     def set_getenforce(self, mode: str | None) -> None:
-        p = self.root / "bin" / "getenforce"
+        """A getenforce answering ``mode``; None: no getenforce at all."""
         if mode is None:
-            if p.exists():
+            p = self.bin / "getenforce"
+            if p.exists() or p.is_symlink():
                 p.unlink()
             return
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(f"#!/bin/sh\necho {shlex.quote(mode)}\n")
-        p.chmod(0o755)
+        self.add_program("getenforce", f"#!/system/bin/sh\necho {shlex.quote(mode)}\n")
 
     def set_prop(self, name: str, value: str) -> None:
-        props = self.root / "bin" / "props"
+        """What the phone's getprop answers for ``name`` (it reads the props file beside it)."""
+        props = self.bin / "props"
         lines = [ln for ln in (props.read_text().splitlines() if props.exists() else []) if not ln.startswith(name + "=")]
         props.write_text("\n".join([*lines, f"{name}={value}"]) + "\n")
 
@@ -126,20 +138,23 @@ def give_runtime(files: DeviceFiles, runtime: dict[str, str]) -> None:
 
 def prepare_phone(root: Path) -> None:
     make_devfs(root / "dev")
-    (root / "vendor").mkdir(exist_ok=True)
+
+
+def phone_files(dev) -> DeviceFiles:
+    sysroot = dev.root / "sysroot"
+    return DeviceFiles(sysroot, dev.root / "dev", sysroot / "system" / "bin")
 
 
 @pytest.fixture
 def make_fastrpc_phone(make_device):
     """make_fastrpc_phone(soc="SM8650", runtime=True, selinux="Enforcing", release="14",
-    setup_extra="") → a virtual phone with ``.files`` (DeviceFiles) and, unless runtime=False, a working FastRPC
-    runtime at the real paths."""
-    Path("/vendor").mkdir(exist_ok=True)  # the mount point, like /data/local/tmp in devices.py
-
+    setup_extra="", **make_device options) → a virtual phone with ``.files`` (DeviceFiles) and,
+    unless runtime=False, a working FastRPC runtime at the real paths. ``setup_extra`` is more
+    shell for adbd's namespace (the phone's root is "$R")."""
     def make(soc: str = "SM8650", *, runtime: bool = True, selinux: str | None = "Enforcing",
              release: str = "14", setup_extra: str = "", **kw):
         dev = make_device(soc, prepare=prepare_phone, setup=PHONE_SETUP + setup_extra, **kw)
-        dev.files = DeviceFiles(dev.root)
+        dev.files = phone_files(dev)
         if runtime:
             give_runtime(dev.files, PHONE_RUNTIME)
         dev.files.set_getenforce(selinux)
@@ -160,7 +175,7 @@ def board_root(base: Path, *, runtime: bool = True, soc: str | None = "QCM6490")
         (base / "soc0" / "machine").write_text(soc + "\n")
     make_devfs(base / "dev")
     (base / "usr" / "lib").mkdir(parents=True, exist_ok=True)
-    files = DeviceFiles(base)
+    files = DeviceFiles(base, base / "dev")
     if runtime:
         give_runtime(files, BOARD_RUNTIME)
     return files
