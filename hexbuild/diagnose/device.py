@@ -14,6 +14,7 @@ on the device. A missing piece is a check with status "missing" and its fix.
 from __future__ import annotations
 
 import posixpath
+from concurrent.futures import ThreadPoolExecutor
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -69,17 +70,20 @@ def check_device(target: Target, *, dest: str | None = None, package: str | Path
     if info.state not in ("device", "ready"):
         return info, [Check("device", "missing", f"{target.spec} is {info.state}", required=True,
                             fix="bring the device online (adb devices -l) and retry")]
-    deployed = read_manifest(target, dest)
-    local = package_manifest(package)
-    manifest = local if local is not None else deployed
     arch = info.htp_arch
     os_name = info.os
     runtime = data.table("fastrpc_runtime")
     side = runtime.get(os_name, runtime["linux"])
     lib_dir = posixpath.join(dest, "lib")
     skel = posixpath.join(lib_dir, f"libggml-htp-{arch}.so") if arch else posixpath.join(lib_dir, "libggml-htp-unknown.so")
-    facts = gather(target, skel=skel, libraries=list(side["libraries"]), nodes=list(side["nodes"]),
-                   shells=list(side["unsigned_shells"]))
+    # the facts and the deployed manifest are two device calls that do not depend on each other
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        manifest_call = pool.submit(read_manifest, target, dest)
+        facts = gather(target, os_name=os_name, skel=skel, libraries=list(side["libraries"]),
+                       nodes=list(side["nodes"]), shells=list(side["unsigned_shells"]))
+        deployed = manifest_call.result()
+    local = package_manifest(package)
+    manifest = local if local is not None else deployed
     ctx = _Context(target, info, facts, dest, lib_dir, skel, arch, manifest, deployed, local is not None, side)
     checks = [ctx.soc(), ctx.htp_lib(), ctx.sessions(), ctx.library(), ctx.nodes(), ctx.adsp_path(),
               ctx.unsigned_shell(), ctx.selinux()]

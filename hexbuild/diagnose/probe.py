@@ -5,30 +5,34 @@ Nothing is written or changed on the device."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from ..targets.base import Target
 
-# Arguments: SKEL_PATH, then KIND:PATH items (lib, node, shell: globs allowed). Only what
-# toybox, busybox and coreutils all have (no tr: Debian's toybox build lacks it); the shell and
-# tool versions come from the target's own probe (targets/tools.py).
-_SCRIPT = r'''p() { printf '%s %s\n' "$1" "$2"; }
-skel=$1; shift
-p release "$(getprop ro.build.version.release 2>/dev/null)"
-p sdk "$(getprop ro.build.version.sdk 2>/dev/null)"
-if command -v getenforce >/dev/null 2>&1; then p selinux "$(getenforce 2>/dev/null)"
-else p selinux "-"; fi
-p context "$(id -Z 2>/dev/null)"
-p uid "$(id -u 2>/dev/null)"
-p user "$(id -un 2>/dev/null)"
-p adsp "${ADSP_LIBRARY_PATH-<unset>}"
-p glibc "$(getconf GNU_LIBC_VERSION 2>/dev/null || ldd --version 2>&1 | head -n 1)"
+# Arguments: OS (android|linux), SKEL_PATH, then KIND:PATH items (lib, node, shell: globs
+# allowed). Only what toybox, busybox and coreutils all have (no tr: Debian's toybox build lacks
+# it); the shell and tool versions come from the target's own probe (targets/tools.py). Every
+# program start costs a fork on the device (about 10 ms on a phone), so values are printed by
+# the programs themselves rather than through $(...) where a line is certain.
+_SCRIPT = r'''os=$1; skel=$2; shift 2
+if [ "$os" = android ]; then
+  printf 'release '; getprop ro.build.version.release 2>/dev/null || echo
+  printf 'sdk '; getprop ro.build.version.sdk 2>/dev/null || echo
+else
+  printf 'glibc '; { getconf GNU_LIBC_VERSION 2>/dev/null || ldd --version 2>&1; } | sed -n 1p
+fi
+if command -v getenforce >/dev/null 2>&1; then printf 'selinux '; getenforce 2>/dev/null || echo
+else echo 'selinux -'; fi
+printf 'context '; id -Z 2>/dev/null || echo
+printf 'id '; id 2>/dev/null || echo
+printf 'adsp %s\n' "${ADSP_LIBRARY_PATH-<unset>}"
 sed -n 's/^MemAvailable:[^0-9]*\([0-9]*\).*/memavail \1/p; s/^MemTotal:[^0-9]*\([0-9]*\).*/memtotal \1/p' /proc/meminfo 2>/dev/null
 if [ -f "$skel" ]; then
-  p skelsize "$(wc -c < "$skel")"
-  p skelsha "$(sha256sum "$skel" 2>/dev/null | sed 's/ .*//')"
+  printf 'skelsize '; wc -c < "$skel"
+  printf 'skelsha '; sha256sum "$skel" 2>/dev/null || echo
 fi
-[ -d "${skel%/*}" ] && p libdir yes
+[ -d "${skel%/*}" ] && echo 'libdir yes'
 while [ $# -gt 0 ]; do
   kind=${1%%:*}; pat=${1#*:}; shift
   for f in $pat; do
@@ -61,10 +65,10 @@ class DeviceFacts:
         return int(v) * 1024 if v.isdigit() else None
 
 
-def gather(target: Target, *, skel: str, libraries: list[str], nodes: list[str], shells: list[str],
+def gather(target: Target, *, os_name: str, skel: str, libraries: list[str], nodes: list[str], shells: list[str],
            timeout: float = 30.0) -> DeviceFacts:
     items = [f"lib:{p}" for p in libraries] + [f"node:{p}" for p in nodes] + [f"shell:{p}" for p in shells]
-    res = target.capture(["sh", "-c", _SCRIPT, "sh", skel, *items], timeout=timeout)
+    res = target.capture(["sh", "-c", _SCRIPT, "sh", os_name, skel, *items], timeout=timeout)
     facts = DeviceFacts()
     for line in res.out.splitlines():
         key, _, rest = line.partition(" ")
@@ -74,4 +78,8 @@ def gather(target: Target, *, skel: str, libraries: list[str], nodes: list[str],
                 facts.found.setdefault(key, []).append(Found(parts[2], parts[0], parts[1] == "yes"))
         elif key and key not in facts.values:
             facts.values[key] = rest.strip()
+    facts.values["skelsha"] = facts.get("skelsha").split(" ")[0]
+    ids = dict(re.findall(r"(\w+)=(\S+)", facts.get("id")))  # uid=0(root) gid=0(root) ...
+    facts.values["uid"] = ids.get("uid", "").split("(")[0]
+    facts.values["user"] = ids.get("uid", "").partition("(")[2].rstrip(")")
     return facts
