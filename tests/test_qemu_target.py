@@ -146,11 +146,12 @@ def test_missing_qemu_is_exit_3_naming_the_package(cli, tmp_path, linux_pkg, mon
 def test_without_the_open_image_the_error_says_how_to_make_it(cli, tmp_path, linux_pkg, docker_env, monkeypatch,
                                                                docker_client):
     monkeypatch.delenv("HEXBUILD_LINUX_SYSROOT")
-    from hexbuild.toolchain import sysroot
+    from hexbuild.toolchain import open_image, sysroot
 
     # a repository name of this test's own, which the (possibly shared) engine surely lacks
     missing = f"hexbuild-test/open-arm64-linux-{secrets.token_hex(4)}"
     monkeypatch.setattr(sysroot, "OPEN_IMAGE_REPO", missing)
+    monkeypatch.setattr(open_image, "image_ref", lambda *a, **k: f"{missing}:current-recipe")
     assert not docker_client.images.list(name=missing)
     r = cli("deploy", str(linux_pkg), "-t", f"qemu:{tmp_path}/inst")
     assert r.rc == 3 and "hexbuild toolchain open" in r.err and "--sysroot /usr/aarch64-linux-gnu" in r.err
