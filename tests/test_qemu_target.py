@@ -191,3 +191,14 @@ def test_release_deploys_and_smoke_tests_on_the_qemu_target(cli, tmp_path, argv_
     device = report["devices"][0] if isinstance(report.get("devices"), list) else next(iter(report["devices"].values()))
     assert device["deploy"] == "ok" and device["smoke"]["status"] == "ok" and device["smoke"]["exit_code"] == 0
     assert (tmp_path / "inst" / "bin" / "llama-cli").is_file()
+
+
+def test_models_go_beside_the_default_install_not_into_home(cli, tmp_path, linux_pkg, tiny_gguf):
+    r = cli("--json", "deploy", str(linux_pkg), "-t", "qemu", "--model", str(tiny_gguf))
+    assert r.rc == 0, r.err
+    base = tmp_path / "xdg-cache" / "hexbuild" / "qemu"
+    assert (base / "llama.cpp" / "bin" / "llama-completion").is_file()
+    assert (base / "gguf" / tiny_gguf.name).is_file()
+    r = cli("--json", "run", "completion", "-t", "qemu", "--model", tiny_gguf.name, "--results-dir", str(tmp_path / "r"))
+    assert r.rc == 0, r.err
+    assert r.json["argv"][r.json["argv"].index("-m") + 1] == str(base / "gguf" / tiny_gguf.name)

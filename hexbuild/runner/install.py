@@ -45,6 +45,16 @@ def has_npu(manifest: Mapping[str, Any] | None) -> bool:
     return "lib/libggml-hexagon.so" in paths
 
 
+def default_models_dir(target) -> str:
+    """Where models go when --models-dir and deploy.models_dir say nothing: beside a qemu:
+    install (it lives in hexbuild's cache, not the user's home), else the OS's convention."""
+    if getattr(target, "kind", None) == "qemu" and getattr(target, "root", None):
+        import posixpath
+
+        return posixpath.join(posixpath.dirname(target.root.rstrip("/")), "gguf")
+    return DEFAULT_MODELS.get(getattr(target, "os", None) or "android", DEFAULT_MODELS["android"])
+
+
 def default_dest(target) -> str:
     """Where the install is when --dest and deploy.dest say nothing: a local:/qemu: target's own
     directory, else the convention of the target's OS."""
