@@ -55,6 +55,17 @@ def parse_log(text: str, source: str = "-") -> Any:
         return None
 
 
+def diagnose_log(text: str) -> dict | None:
+    """The first ggml-hex failure in a run's log, explained (one warning line: cause, then fix)."""
+    from ..diagnose import explain_log
+
+    found = explain_log(text.splitlines())
+    if found is None:
+        return None
+    ui.warn(f"{found.line}: {found.summary()}; fix: {found.fix}")
+    return found.to_json()
+
+
 @dataclass
 class RunRecord:
     target: str
@@ -66,6 +77,7 @@ class RunRecord:
     results: Any = None
     json_path: str | None = None
     error: str | None = None
+    diagnosis: dict | None = None  # the first ggml-hex failure, explained (hexbuild.diagnose)
 
     def to_json(self) -> dict[str, Any]:
         out = {"target": self.target, "tool": self.invocation.tool, "argv": self.invocation.argv,
@@ -73,6 +85,8 @@ class RunRecord:
                "duration_s": round(self.duration_s, 3), "log": self.log, "results": self.results}
         if self.error:
             out["error"] = self.error
+        if self.diagnosis:
+            out["diagnosis"] = self.diagnosis
         return out
 
 
@@ -122,6 +136,7 @@ def execute(target, inv: Invocation, *, results_dir: Path, passthrough: bool = T
     text = log_path.read_text(encoding="utf-8", errors="replace")
     record = RunRecord(target.spec, inv, code, duration, str(log_path), b"".join(stdout_chunks),
                        results=parse_log(text, str(log_path)), error=error.message if error else None)
+    record.diagnosis = diagnose_log(text)
     if save_json:
         json_path = results_dir / f"{stem}.json"
         atomic_write(json_path, json.dumps(record.to_json(), indent=2) + "\n")

@@ -67,7 +67,8 @@ case "$1" in
   ro.product.manufacturer) echo QTI;;
   sys.boot_completed) echo 1;;
   '') printf '[ro.soc.model]: [%s]\\n[ro.board.platform]: [%s]\\n' {soc} {platform};;
-  *) echo;;
+  *) v=; [ -f "${0%/*}/props" ] && while IFS='=' read -r k x; do [ "$k" = "$1" ] && v=$x; done < "${0%/*}/props"
+     echo "$v";;
 esac
 """
 
@@ -174,6 +175,7 @@ class VirtualDevice:
     userland: str = "android"
     proc: subprocess.Popen | None = None
     log: Path | None = None
+    setup: str = ""  # more shell run in adbd's mount namespace after its mounts (ends with &&)
     _started: list = field(default_factory=list)
 
     @property
@@ -248,11 +250,11 @@ class VirtualDevice:
                       'mount --rbind /dev "$R/dev" && mount -t proc proc "$R/proc" && '
                       'mount --rbind /sys "$R/sys" && mount --bind -o ro "$R/system" "$R/system" && '
                       f'mount --bind -o ro "$ADBD" "$R{ADBD_ON_PHONE}" && {mount_tmp} && '
-                      f'exec env -i PATH={ANDROID_PATH} ADBD_PORT="$ADBD_PORT" ANDROID_ROOT=/system '
+                      f'{self.setup}exec env -i PATH={ANDROID_PATH} ADBD_PORT="$ADBD_PORT" ANDROID_ROOT=/system '
                       f'ANDROID_DATA=/data TMPDIR=/data/local/tmp "$CHROOT" "$R" {ADBD_ON_PHONE}')
         else:
             script = (f'mount --make-rprivate / && {mount_tmp} && mount --bind "$DEVROOT/bin" /usr/local/sbin '
-                      f'&& exec "$ADBD"')
+                      f'&& {self.setup}exec "$ADBD"')
         self.log = self.root / "adbd.log"
         argv = ["unshare", "-m", "sh", "-c", script]
         if self.link_mbit:
@@ -324,8 +326,11 @@ def android_root(root: Path, getprop: str, without: tuple[str, ...] = ()) -> Pat
 
 def new_device(server: AdbServer, base: Path, soc: str = "SM8650", *, platform: str | None = None,
                model: str | None = None, disk_kb: int | None = None, link_mbit: int | None = None,
-               userland: str = "android", without: tuple[str, ...] = ()) -> VirtualDevice:
-    """``without``: toybox applets the phone lacks (an older or trimmed toybox)."""
+               userland: str = "android", without: tuple[str, ...] = (), prepare=None,
+               setup: str = "") -> VirtualDevice:
+    """``without``: toybox applets the phone lacks (an older or trimmed toybox). ``prepare(DEVROOT)``
+    runs before adbd starts and ``setup`` is shell run in adbd's mount namespace after its own
+    mounts (tests/infra/device_files.py uses both to give a phone its /dev and /vendor files)."""
     if userland not in USERLANDS:
         raise ValueError(f"userland must be one of {USERLANDS}, not {userland!r}")
     platform = platform if platform is not None else SOCS.get(soc, ("", ""))[0]
@@ -339,7 +344,9 @@ def new_device(server: AdbServer, base: Path, soc: str = "SM8650", *, platform: 
         (root / "bin").mkdir()
         (root / "bin" / "getprop").write_text(getprop.replace("{shell}", "/bin/sh"))
         (root / "bin" / "getprop").chmod(0o755)
-    dev = VirtualDevice(server, root, free_port(), soc, disk_kb, link_mbit, userland)
+    if prepare is not None:
+        prepare(root)
+    dev = VirtualDevice(server, root, free_port(), soc, disk_kb, link_mbit, userland, setup=setup)
     try:
         dev.start()
     except BaseException:

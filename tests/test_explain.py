@@ -1,0 +1,131 @@
+"""`hexbuild explain`: FastRPC/AEE codes and the ggml-hex lines quoted in llama.cpp's issue
+threads (tests/data/explain/, lines only) turned into one line of cause and one of fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hexbuild import data
+from hexbuild.diagnose import explain_code, explain_line, explain_log, parse_code
+from hexbuild.errors import UsageError
+
+LOGS = Path(__file__).parent / "data" / "explain"
+
+
+@pytest.mark.parametrize("code, name, side, words", [
+    ("0x80000406", "AEE_EUNABLETOLOAD", "dsp", "could not load the skel"),
+    ("0x80000414", "AEE_EUNSUPPORTED", "dsp", "HMX clock request"),
+    ("0x72", "AEE_ECONNREFUSED", "cpu", "could not reach the compute DSP"),
+    ("0x14", "AEE_EUNSUPPORTED", "cpu", "libcdsprpc.so is older"),
+    ("0x2e", "AEE_EINTERRUPTED", "cpu", "stopped answering"),
+    ("0x0000000e", "AEE_EBADPARM", "cpu", "second HTP session"),
+])
+def test_the_codes_users_report(code, name, side, words):
+    e = explain_code(code)
+    assert (e.name, e.side, e.known) == (name, side, True)
+    assert words in e.cause
+    assert e.fix and e.source
+    assert "\n" not in e.cause and "\n" not in e.fix  # one line each
+
+
+def test_code_forms_and_the_offset():
+    assert parse_code("0x80000406") == parse_code("AEE_EUNABLETOLOAD") == parse_code("EUNABLETOLOAD") == 0x80000406
+    assert parse_code("2147484678") == 0x80000406  # decimal, as some tools print it
+    assert parse_code("AEE_ECONNREFUSED") == 0x72  # only ever seen from the CPU side
+    assert parse_code("-1") == 0xFFFFFFFF
+    # a code with no backend entry still gets the header's name and meaning
+    e = explain_code("0x8000041d")
+    assert (e.name, e.side, e.known) == ("AEE_EMEMPTR", "dsp", False)
+    assert "raised by the DSP" in e.cause
+    for bad in ("banana", "0x99999", ""):
+        with pytest.raises(UsageError):
+            explain_code(bad)
+
+
+def test_every_table_entry_names_its_source_and_is_one_line():
+    table = data.table("fastrpc_errors")
+    for entry in table["code"] + table["line"]:
+        for key in ("cause", "fix", "source"):
+            assert entry[key] and "\n" not in entry[key], (entry, key)
+    names = table["names"]
+    for entry in table["code"]:
+        assert names[entry["name"]][0] == entry["value"], entry["name"]
+
+
+@pytest.mark.parametrize("log, line_no, name, kind, words", [
+    ("issue-16911.log", 4, "AEE_EUNSUPPORTED", "get-uri", "older than the request"),
+    ("issue-22352.log", 8, "AEE_EUNABLETOLOAD", "open-session", "could not load the skel"),
+    ("issue-22204.log", 6, "AEE_ECONNREFUSED", "open-session", "NPU driver or firmware"),
+    ("issue-26123.log", 1, "AEE_EINTERRUPTED", "dspqueue-read", "in the middle of a graph"),
+    ("issue-28288.log", 2, "AEE_EUNABLETOLOAD", "open-session", "unsigned code refused"),
+])
+def test_the_quoted_logs(log, line_no, name, kind, words):
+    e = explain_log((LOGS / log).read_text().splitlines())
+    assert e is not None
+    assert (e.line_number, e.name, e.kind) == (line_no, name, kind)
+    assert words in e.cause
+    assert e.line == (LOGS / log).read_text().splitlines()[line_no - 1].strip()
+
+
+def test_lines_that_only_point_back():
+    # GGML_ASSERT(device) alone is explained, but never preferred over the failure before it
+    e = explain_log(["/llama_cpp/ggml/src/ggml-backend.cpp:476: GGML_ASSERT(device) failed"])
+    assert e.kind == "assert-device" and "ggml-hex line before it" in e.cause
+    assert explain_line("llama_perf_context_print: load time = 1.0 ms") is None
+    e = explain_line("ggml-hex: HTP0 failed to enable unsigned PD : error 0x80000406")
+    assert e.kind == "unsigned-pd" and e.name == "AEE_EUNABLETOLOAD" and "fastrpc:unsigned-pd-shell" in e.checks
+
+
+def test_cli_code_and_log(cli):
+    r = cli("explain", "0x80000406")
+    assert r.rc == 0
+    lines = r.out.strip().splitlines()
+    assert lines[0].startswith("cause: 0x80000406 AEE_EUNABLETOLOAD:") and lines[1].startswith("fix:")
+    r = cli("explain", str(LOGS / "issue-22204.log"), "--json")
+    assert r.rc == 0 and r.json["code_hex"] == "0x72" and r.json["line_number"] == 6
+
+
+def test_cli_bad_input(cli, tmp_path):
+    r = cli("explain", "not-a-code")
+    assert r.rc == 2 and "not an error code" in r.err
+    r = cli("explain", str(tmp_path))
+    assert r.rc == 2 and "is a directory" in r.err
+    quiet = tmp_path / "quiet.log"
+    quiet.write_text("llama_perf_context_print: load time = 1.0 ms\n")
+    r = cli("explain", str(quiet), "--json")
+    assert r.rc == 9 and r.json["error"]["exit_code"] == 9
+
+
+def test_cli_with_a_target_adds_the_device_facts(cli, make_fastrpc_phone, tmp_path):
+    from tests.elf_factory import make_package
+
+    dev = make_fastrpc_phone("SM8650")  # v75
+    pkg = make_package(tmp_path, "android", ("v73",))
+    assert cli("deploy", str(pkg), "--target", f"adb:{dev.serial}").rc == 0
+    r = cli("explain", str(LOGS / "issue-22352.log"), "--target", f"adb:{dev.serial}", "--json")
+    assert r.rc == 0, r.err
+    first = r.json["facts"][0]
+    assert first["name"] == "package:htp-lib" and first["status"] == "missing"
+    assert "libggml-htp-v75.so" in first["detail"]
+    human = cli("explain", "0x80000406", "--target", f"adb:{dev.serial}")
+    assert "device package:htp-lib: FAILED" in human.out and "--htp v75" in human.out
+
+
+def test_run_explains_a_session_that_failed(cli, tmp_path):
+    """A tool whose log carries the 8s Gen 3 failure (issue #22352's lines): the run's JSON record
+    gets the diagnosis and stderr one warning line with cause and fix."""
+    dest = tmp_path / "board" / "llama.cpp"
+    tool = dest / "bin" / "llama-cli"
+    tool.parent.mkdir(parents=True)
+    (dest / "lib").mkdir()
+    log = (LOGS / "issue-22352.log").read_text()
+    tool.write_text("#!/bin/sh\ncat >&2 <<'LOG'\n" + log + "LOG\necho 'CPU answer'\n")
+    tool.chmod(0o755)
+    r = cli("--json", "run", "tool", "-t", f"local:{dest}", "--results-dir", str(tmp_path / "results"),
+            "--", "llama-cli", "-p", "hi")
+    assert r.rc == 0, r.err
+    assert r.json["diagnosis"]["name"] == "AEE_EUNABLETOLOAD" and r.json["diagnosis"]["line_number"] == 8
+    warning = [ln for ln in r.err.splitlines() if ln.startswith("warning:") and "0x80000406" in ln]
+    assert len(warning) == 1 and "fix:" in warning[0]
