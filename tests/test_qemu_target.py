@@ -146,8 +146,13 @@ def test_missing_qemu_is_exit_3_naming_the_package(cli, tmp_path, linux_pkg, mon
 def test_without_the_open_image_the_error_says_how_to_make_it(cli, tmp_path, linux_pkg, docker_env, monkeypatch,
                                                                docker_client):
     monkeypatch.delenv("HEXBUILD_LINUX_SYSROOT")
-    if docker_client.images.list(name="hexbuild/open-arm64-linux"):
-        pytest.skip("this engine has an open toolchain image (the export test covers that case)")
+    from hexbuild.toolchain import open_image, sysroot
+
+    # a repository name of this test's own, which the (possibly shared) engine surely lacks
+    missing = f"hexbuild-test/open-arm64-linux-{secrets.token_hex(4)}"
+    monkeypatch.setattr(sysroot, "OPEN_IMAGE_REPO", missing)
+    monkeypatch.setattr(open_image, "image_ref", lambda *a, **k: f"{missing}:current-recipe")
+    assert not docker_client.images.list(name=missing)
     r = cli("deploy", str(linux_pkg), "-t", f"qemu:{tmp_path}/inst")
     assert r.rc == 3 and "hexbuild toolchain open" in r.err and "--sysroot /usr/aarch64-linux-gnu" in r.err
 
@@ -186,3 +191,14 @@ def test_release_deploys_and_smoke_tests_on_the_qemu_target(cli, tmp_path, argv_
     device = report["devices"][0] if isinstance(report.get("devices"), list) else next(iter(report["devices"].values()))
     assert device["deploy"] == "ok" and device["smoke"]["status"] == "ok" and device["smoke"]["exit_code"] == 0
     assert (tmp_path / "inst" / "bin" / "llama-cli").is_file()
+
+
+def test_models_go_beside_the_default_install_not_into_home(cli, tmp_path, linux_pkg, tiny_gguf):
+    r = cli("--json", "deploy", str(linux_pkg), "-t", "qemu", "--model", str(tiny_gguf))
+    assert r.rc == 0, r.err
+    base = tmp_path / "xdg-cache" / "hexbuild" / "qemu"
+    assert (base / "llama.cpp" / "bin" / "llama-completion").is_file()
+    assert (base / "gguf" / tiny_gguf.name).is_file()
+    r = cli("--json", "run", "completion", "-t", "qemu", "--model", tiny_gguf.name, "--results-dir", str(tmp_path / "r"))
+    assert r.rc == 0, r.err
+    assert r.json["argv"][r.json["argv"].index("-m") + 1] == str(base / "gguf" / tiny_gguf.name)

@@ -27,6 +27,9 @@ def real_package(request):
 
 @pytest.fixture(autouse=True)
 def _isolated(tmp_path, monkeypatch):
+    from tests.infra.docker_engine import cache_dir
+
+    monkeypatch.setenv("HEXBUILD_TEST_CACHE", str(cache_dir()))  # the real build's caches stay shared
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
     monkeypatch.setenv("HEXBUILD_LINUX_SYSROOT", SYSROOT)
 

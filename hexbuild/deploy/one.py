@@ -37,7 +37,7 @@ def deploy_one(target: Target, pkg: Package | None, models: list[Model], opts: D
     tmpdir: tempfile.TemporaryDirectory | None = None
     lock: DeployLock | None = None
     try:
-        from ..runner import DEFAULT_MODELS, default_dest
+        from ..runner import default_dest, default_models_dir
 
         dest = _absolute(target, opts.dest or default_dest(target), "--dest")
         res.dest = dest
@@ -55,7 +55,7 @@ def deploy_one(target: Target, pkg: Package | None, models: list[Model], opts: D
         if opts.rollback:
             rollback(target, lay, res, opts)
             return res
-        models_dir = _absolute(target, opts.models_dir or DEFAULT_MODELS.get(target.os, DEFAULT_MODELS["android"]),
+        models_dir = _absolute(target, opts.models_dir or default_models_dir(target),
                                "models directory")
         want = dict(pkg.files)
         want.update(opts.runtime_files)

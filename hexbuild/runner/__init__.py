@@ -17,7 +17,8 @@ from .execution import RUN_TIMEOUT, RunRecord, _slug, _timestamp, atomic_write, 
 from .flags import (BACKEND_OPS_FLAGS, BENCH_FLAGS, COMMON_FLAGS, COMMON_SAME, VALUE_OPTIONS, Flag, flag_table,
                     given_groups)
 from .htp_sessions import MAX_SESSIONS, SESSION_VARS, Sessions, check_sessions, htp_arch_number, sessions
-from .install import DEFAULT_DEST, DEFAULT_MODELS, MANIFEST, PROMPTS_DIR, default_dest, installed_tools, read_manifest
+from .install import (DEFAULT_DEST, DEFAULT_MODELS, MANIFEST, PROMPTS_DIR, default_dest, default_models_dir,
+                      installed_tools, read_manifest)
 from .knobs import KNOB_ALIASES, VERBOSE_KNOBS, knob_env
 from .launch import LAUNCH_SCRIPTS, launch_scripts
 from .request import Prepared, RunRequest, open_target, prepare, run
@@ -28,7 +29,7 @@ __all__ = [
     "BACKEND_OPS_FLAGS", "BENCH_FLAGS", "COMMON_FLAGS", "COMMON_SAME", "DEFAULT_DEST", "DEFAULT_MODELS",
     "KINDS", "KNOB_ALIASES", "LAUNCH_SCRIPTS", "MANIFEST", "MAX_SESSIONS", "PROMPTS_DIR", "RUN_TIMEOUT",
     "SESSION_VARS", "VALUE_OPTIONS", "VERBOSE_KNOBS", "Flag", "Invocation", "Prepared", "Revision",
-    "RunRecord", "RunRequest", "Sessions", "atomic_write", "check_args", "check_sessions", "default_dest",
+    "RunRecord", "RunRequest", "Sessions", "atomic_write", "check_args", "check_sessions", "default_dest", "default_models_dir",
     "execute", "flag_table", "given_groups", "htp_arch_number", "installed_tools", "knob_env",
     "launch_scripts", "model_path", "open_target", "parse_log", "prepare", "read_manifest", "render",
     "render_template", "resolve_tool", "run", "sessions", "shell_path",

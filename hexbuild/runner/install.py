@@ -34,13 +34,25 @@ def installed_tools(manifest: Mapping[str, Any] | None) -> set[str] | None:
 
 
 def has_npu(manifest: Mapping[str, Any] | None) -> bool:
-    """False when a deployed manifest lists its files and the Hexagon backend is not among them
-    (a CPU-only build): then no HTP device is selected. True when unknown."""
+    """False for a CPU-only build — its manifest says it lacks the NPU libraries, or lists its
+    libraries without the Hexagon backend: then no HTP device is selected. True when unknown."""
+    if "htp" in ((manifest or {}).get("lacks") or []):  # the build says so (--toolchain open)
+        return False
     files = (manifest or {}).get("files")
     paths = {str(f.get("path")) for f in files if isinstance(f, dict)} if isinstance(files, list) else set()
     if not any(p.startswith("lib/") and ".so" in p for p in paths):
         return True  # no libraries listed: not enough to tell
     return "lib/libggml-hexagon.so" in paths
+
+
+def default_models_dir(target) -> str:
+    """Where models go when --models-dir and deploy.models_dir say nothing: beside a qemu:
+    install (it lives in hexbuild's cache, not the user's home), else the OS's convention."""
+    if getattr(target, "kind", None) == "qemu" and getattr(target, "root", None):
+        import posixpath
+
+        return posixpath.join(posixpath.dirname(target.root.rstrip("/")), "gguf")
+    return DEFAULT_MODELS.get(getattr(target, "os", None) or "android", DEFAULT_MODELS["android"])
 
 
 def default_dest(target) -> str:

@@ -11,7 +11,7 @@ from ..ui import ui
 from .commands import Invocation, render
 from .execution import RunRecord, _slug, execute
 from .htp_sessions import check_sessions, sessions
-from .install import (DEFAULT_MODELS, MANIFEST, PROMPTS_DIR, default_dest, has_npu, installed_tools, loader_of,
+from .install import (MANIFEST, PROMPTS_DIR, default_dest, default_models_dir, has_npu, installed_tools, loader_of,
                       read_manifest, through_loader)
 from .knobs import knob_env
 from .revision import Revision
@@ -70,7 +70,7 @@ def prepare(req: RunRequest, settings, *, offline_ok: bool = False) -> Prepared:
 def _prepare(target, req: RunRequest, *, offline_ok: bool) -> Prepared:
     os_name = getattr(target, "os", "android") or "android"
     dest = req.dest or default_dest(target)
-    models_dir = req.models_dir or DEFAULT_MODELS.get(os_name, DEFAULT_MODELS["android"])
+    models_dir = req.models_dir or default_models_dir(target)
     manifest, installed, reachable = None, None, True
     try:
         # "~/llama.cpp" quoted as an argument would not expand: resolve it on the target
