@@ -15,6 +15,7 @@ import os
 import re
 import sys
 import threading
+import types
 from dataclasses import asdict, dataclass
 from typing import Any, Callable
 from urllib.parse import urlparse
@@ -33,24 +34,42 @@ _LAYER = re.compile(r"[0-9a-f]{12}")
 
 
 def import_docker(*, ssh: bool = False) -> Any:
-    """The docker package. docker-py imports paramiko (which imports invoke) for ssh:// hosts
-    whether or not one is used: half of its 0.3 s import here. For other hosts paramiko is
-    hidden while docker loads, then made importable again for the rest of hexbuild."""
-    if "docker" not in sys.modules and not ssh and "paramiko" not in sys.modules:
-        sys.modules["paramiko"] = None  # type: ignore[assignment]  # `import paramiko` -> ImportError
-        try:
-            import docker
-        finally:
-            del sys.modules["paramiko"]
+    """The docker package. docker-py's ssh transport does `import paramiko` (which imports
+    cryptography and invoke) whether or not an ssh:// host is used: half of its 0.3 s import
+    here. So paramiko is imported lazily: `import paramiko` gets a stand-in module that imports
+    the real one on its first attribute use, which only an ssh:// engine (or an ssh target)
+    makes. docker keeps its ssh support; nothing is hidden."""
+    if not ssh:
+        defer_import("paramiko")
     import docker
-    import docker.api.client
 
-    if ssh and not hasattr(docker.api.client, "SSHHTTPAdapter"):  # loaded without paramiko earlier
+    return docker
+
+
+class _Deferred(types.ModuleType):
+    """A module imported on its first attribute use; then the real one replaces it in
+    sys.modules. (importlib's LazyLoader would not do: in Python 3.11 the import statement
+    itself reads ``__spec__._initializing`` and so runs the module at once.)"""
+
+    def __getattr__(self, attr: str) -> Any:
         import importlib
 
-        sshconn = importlib.import_module("docker.transport.sshconn")
-        docker.api.client.SSHHTTPAdapter = sshconn.SSHHTTPAdapter  # type: ignore[attr-defined]
-    return docker
+        with _DEFER_LOCK:
+            if sys.modules.get(self.__name__) is self:
+                del sys.modules[self.__name__]
+            real = importlib.import_module(self.__name__)
+        return getattr(real, attr)
+
+
+_DEFER_LOCK = threading.Lock()
+
+
+def defer_import(name: str) -> None:
+    import importlib.util
+
+    if name in sys.modules or importlib.util.find_spec(name) is None:
+        return  # imported already, or not installed (docker-py then has no ssh:// support)
+    sys.modules[name] = _Deferred(name)
 
 
 def docker_host(env: dict[str, str] | os._Environ = os.environ) -> str:
