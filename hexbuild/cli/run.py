@@ -86,6 +86,8 @@ def run_command(
     if print_only:
         prepared = runner.prepare(req, s, offline_ok=True)
         prepared.target.close()
+        if prepared.cpu_only:
+            ui.warn(prepared.cpu_only)
         inv = prepared.invocation
         ui.result({"target": req.target, **inv.to_json()}, inv.command_line())
         return
