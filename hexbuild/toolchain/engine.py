@@ -159,18 +159,31 @@ class DockerEngine:
         docker = import_docker(ssh=use_ssh)
         from docker.errors import DockerException
 
+        from . import probe_cache
+
         env = dict(os.environ, DOCKER_HOST=host)
+        known = probe_cache.lookup(host)
         try:
-            client = docker.from_env(timeout=API_TIMEOUT, environment=env, use_ssh_client=use_ssh)
+            # A remembered API version spares the negotiation; /version still proves the engine
+            # answers, and /info is asked only of a daemon not seen before.
+            client = docker.from_env(timeout=API_TIMEOUT, environment=env, use_ssh_client=use_ssh,
+                                     version=known["api_version"] if known else None)
             version = client.version()
-            info = client.info()
+            if known and known["version_digest"] == probe_cache.version_digest(version):
+                info = None
+            else:
+                info = client.info()
         except (DockerException, OSError) as e:
             raise _unreachable(host, e) from None
         except Exception as e:  # requests' connection errors are not DockerException
             if type(e).__module__.startswith(("requests", "urllib3")):
                 raise _unreachable(host, e) from None
             raise
-        engine = engine_info(host, version, info)
+        if info is None:
+            engine = EngineInfo(**known["engine"])  # type: ignore[index]
+        else:
+            engine = engine_info(host, version, info)
+            probe_cache.remember(host, version, engine.to_json())
         stream_client = docker.from_env(timeout=None, environment=env, use_ssh_client=use_ssh,
                                         version=engine.api_version)
         ui.detail(f"docker engine {engine.version} (API {engine.api_version}) at {host}: {engine.os}/{engine.arch}"
