@@ -226,7 +226,8 @@ def test_build_as_another_user_gives_a_verified_package_they_own(tmp_path, docke
 
     facts = read_source(src).to_json()
     assert manifest["llama_cpp"] == {k: facts[k] for k in ("revision", "device_selection", "device_names",
-                                                            "env_vars", "tools", "scripts", "htp_versions")}
+                                                            "env_vars", "tools", "scripts", "htp_versions",
+                                                            "plan_rules")}
     log = Path(data["log"]).read_text()
     assert "passed=[m4rk] leaked=[]" in log and "[40/40]" in log
     assert not (src / "CMakeUserPresets.json").exists()       # the copy is gone again
