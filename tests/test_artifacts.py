@@ -461,3 +461,31 @@ def test_parallel_gzip_empty_and_abort():
             gz.write(os.urandom(3 << 20))
             raise RuntimeError("boom")
     assert len(out.getvalue()) < 3 << 20  # nothing past the failure was finished off
+
+
+def test_inside_parse_once_a_file_is_parsed_once(tmp_path):
+    """verify and the manifest both read every ELF file of a build: inside parse_once() the
+    second read is remembered; outside, every read parses."""
+    from hexbuild.artifacts import elf
+
+    so = ef.hexagon_so(tmp_path / "x.so", "v73", exports=["other"])
+    calls = []
+    real = elf._read_elf
+
+    def counting(path, symbols):
+        calls.append(symbols)
+        return real(path, symbols)
+
+    elf._read_elf = counting
+    try:
+        with elf.parse_once():
+            first = read_elf(so, ("other", "op_matmul"))
+            again = read_elf(so)
+            named = read_elf(so, ("other",))
+            assert read_elf(so, ("htp_iface_skel_handle_invoke",)).symbols == {"htp_iface_skel_handle_invoke": "absent"}
+        assert len(calls) == 2
+        assert again.symbols == {} and named.symbols == {"other": "exported"} and again.arch == first.arch
+        read_elf(so)
+        assert len(calls) == 3 and elf._PARSED is None
+    finally:
+        elf._read_elf = real

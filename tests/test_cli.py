@@ -95,3 +95,23 @@ def test_interrupt_is_one_line_and_130(tmp_path, signame):
     p.send_signal(getattr(signal, signame))
     err = p.communicate(timeout=20)[1]
     assert p.returncode == 130 and err.strip() == "hexbuild: error: interrupted"
+
+
+def test_each_command_module_alone_makes_its_command():
+    """main() builds only the tree of the command named on the command line (start-up time):
+    that works only while every module registers the command of its own name."""
+    from hexbuild.cli.main import COMMAND_MODULES, build_cli, command_module
+
+    for name in COMMAND_MODULES:
+        assert name in build_cli(name).commands, name
+    assert command_module(["--json", "--config", "x.toml", "run", "cli"]) == "run"
+    assert command_module(["--config", "run", "plan"]) == "plan"  # --config takes a value
+    assert command_module(["--help"]) is None and command_module(["nope"]) is None
+    assert command_module(["bench", "compare"]) == "bench"
+
+
+def test_a_command_runs_without_importing_the_others(tmp_path):
+    code = ("import sys\nfrom hexbuild.cli.main import main\nmain(['config', 'show'])\n"
+            "print('MODS', sorted(m for m in sys.modules if m.startswith('hexbuild.cli.')), file=sys.stderr)\n")
+    cp = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    assert "MODS ['hexbuild.cli.common', 'hexbuild.cli.config', 'hexbuild.cli.main']" in cp.stderr, cp.stderr[-500:]

@@ -3,8 +3,13 @@ DT_NEEDED, SONAME and whether a symbol is exported. pyelftools is imported lazil
 
 from __future__ import annotations
 
+import dataclasses
+import os
+from contextlib import contextmanager
+
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 ELF_MAGIC = b"\x7fELF"
 EM_QDSP6 = 164
@@ -92,8 +97,41 @@ class ElfInfo:
         return {"machine": self.machine, "arch": self.arch, "type": self.kind}
 
 
+# Inside parse_once(), each file is parsed once: a build verifies its fresh package and then
+# writes its manifest, both reading every ELF file, and nothing else writes the package
+# meanwhile. Keyed by the file's identity and times all the same.
+_PARSED: dict[tuple, tuple[frozenset[str], ElfInfo]] | None = None
+
+
+@contextmanager
+def parse_once() -> Iterator[None]:
+    global _PARSED
+    outer, _PARSED = _PARSED, ({} if _PARSED is None else _PARSED)
+    try:
+        yield
+    finally:
+        _PARSED = outer
+
+
 def read_elf(path: Path, symbols: tuple[str, ...] = ()) -> ElfInfo:
     """Parse ``path``; ``symbols`` are looked up in .dynsym (exported) and .symtab (hidden)."""
+    memo, key = _PARSED, None
+    if memo is not None:
+        try:
+            st = os.stat(path)
+            key = (os.path.realpath(path), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+        except OSError:
+            pass
+    hit = memo.get(key) if memo is not None and key else None
+    if hit is not None and hit[0] >= set(symbols):
+        return dataclasses.replace(hit[1], symbols={n: hit[1].symbols[n] for n in symbols})
+    info = _read_elf(path, symbols)
+    if memo is not None and key is not None:
+        memo[key] = (frozenset(symbols), info)
+    return info
+
+
+def _read_elf(path: Path, symbols: tuple[str, ...]) -> ElfInfo:
     from elftools.common.exceptions import ELFError
     from elftools.elf.elffile import ELFFile
 

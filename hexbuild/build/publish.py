@@ -64,11 +64,19 @@ def revision_facts(facts) -> dict:
 
 def finish(plan: BuildPlan, rc: int, log: BuildLog, start: float, *, image: str | None, digest: str | None,
             container: str | None) -> BuildResult:
-    from ..artifacts import verify_package, write_manifest
+    from ..artifacts.elf import parse_once
 
     if rc != 0:
         raise _failure(plan, rc, log, image)
     _publish(plan)
+    with parse_once():  # verify and the manifest read the same ELF files: parse each once
+        return _verified(plan, log, start, image=image, digest=digest, container=container)
+
+
+def _verified(plan: BuildPlan, log: BuildLog, start: float, *, image: str | None, digest: str | None,
+              container: str | None) -> BuildResult:
+    from ..artifacts import verify_package, write_manifest
+
     report = verify_package(plan.package, os=plan.os, htp_versions=plan.htp_versions, toolchain=plan.toolchain.name)
     for note in report.notes:
         ui.info(f"verify: note: {note}")

@@ -40,7 +40,7 @@ def deploy_command(
                                           help="AArch64 glibc runtime for qemu: targets and --bundle-runtime (default: the open toolchain image's)."),
 ) -> None:
     """Deploy incrementally and atomically: only changed files travel, the switch is one rename."""
-    from ..artifacts.manifest import cpu_only_note
+    from ..runner.install import cpu_only_note
     from ..deploy import DeployOptions, default_package, deploy, load_package, raise_for_failures
     from ..errors import UsageError
     from ..targets import parse_target

@@ -29,14 +29,19 @@ from .common import state
 COMMAND_MODULES = ["build", "verify", "package", "deploy", "run", "bench", "plan", "results",
                    "release", "source", "toolchain", "config", "doctor", "explain"]
 
-app = typer.Typer(
-    name="hexbuild",
-    help="Build, package, deploy and run llama.cpp's Hexagon (Snapdragon NPU) backend.",
-    no_args_is_help=True,
-    rich_markup_mode="rich",
-    context_settings={"help_option_names": ["-h", "--help"]},
-    pretty_exceptions_enable=False,
-)
+
+def new_app() -> typer.Typer:
+    return typer.Typer(
+        name="hexbuild",
+        help="Build, package, deploy and run llama.cpp's Hexagon (Snapdragon NPU) backend.",
+        no_args_is_help=True,
+        rich_markup_mode="rich",
+        context_settings={"help_option_names": ["-h", "--help"]},
+        pretty_exceptions_enable=False,
+    )
+
+
+app = new_app()
 
 
 def _version(value: bool) -> None:
@@ -48,7 +53,6 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
 def _root(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
                                  help="Print the version and exit."),
@@ -129,19 +133,39 @@ def _add_globals(typer_app: typer.Typer) -> None:
         _add_globals(group.typer_instance)
 
 
-_cli: Any = None
+_clis: dict[str | None, Any] = {}
 
 
-def build_cli() -> Any:
-    """The click command tree, built once per process (in-process tests call main() many times)."""
-    global _cli
-    if _cli is not None:
-        return _cli
-    for name in COMMAND_MODULES:
-        importlib.import_module(f"hexbuild.cli.{name}").register(app)
-    _add_globals(app)
-    _cli = typer.main.get_command(app)
-    return _cli
+def build_cli(only: str | None = None) -> Any:
+    """The click command tree, built once per process (in-process tests call main() many times).
+    ``only``: a command module whose commands alone make the tree; Typer's introspection of
+    every other command is most of a short command's start-up."""
+    if only not in _clis:
+        tree = new_app() if only else app
+        tree.callback()(_root)
+        for name in [only] if only else COMMAND_MODULES:
+            importlib.import_module(f"hexbuild.cli.{name}").register(tree)
+        _add_globals(tree)
+        _clis[only] = typer.main.get_command(tree)
+    return _clis[only]
+
+
+def command_module(argv: list[str]) -> str | None:
+    """The command module the command line names (its first word after the global flags), or
+    None when it names none (--help, --version, a typo: the whole tree answers those)."""
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--config":
+            i += 2
+            continue
+        if arg.startswith("-"):
+            if arg in ("-h", "--help", "--version"):
+                return None
+            i += 1
+            continue
+        return arg if arg in COMMAND_MODULES else None
+    return None
 
 
 def _fail(err: errors.HexbuildError) -> int:
@@ -160,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     head = argv[: argv.index("--")] if "--" in argv else argv
     if "--json" in head:  # so that even a parse error answers in JSON
         ui.json = True
-    cli = build_cli()
+    cli = build_cli(command_module(argv))
     try:
         rv = cli.main(args=argv, prog_name="hexbuild", standalone_mode=False)
         if rv == errors.INTERRUPTED:

@@ -33,6 +33,14 @@ def installed_tools(manifest: Mapping[str, Any] | None) -> set[str] | None:
     return {f["path"][4:] for f in files if isinstance(f, dict) and str(f.get("path", "")).startswith("bin/")}
 
 
+def cpu_only_note(meta: Mapping[str, Any]) -> str | None:
+    """One line for deploy and run when the package has no NPU libraries (``lacks: ["htp"]``)."""
+    if "htp" not in (meta.get("lacks") or []):
+        return None
+    return (f"this package was built with the {meta.get('toolchain') or 'open'} toolchain and has no NPU "
+            "libraries: it runs on the CPU only")
+
+
 def has_npu(manifest: Mapping[str, Any] | None) -> bool:
     """False for a CPU-only build — its manifest says it lacks the NPU libraries, or lists its
     libraries without the Hexagon backend: then no HTP device is selected. True when unknown."""

@@ -11,8 +11,8 @@ from ..ui import ui
 from .commands import Invocation, render
 from .execution import RunRecord, _slug, execute
 from .htp_sessions import check_sessions, sessions
-from .install import (MANIFEST, PROMPTS_DIR, default_dest, default_models_dir, has_npu, installed_tools, loader_of,
-                      read_manifest, through_loader)
+from .install import (MANIFEST, PROMPTS_DIR, cpu_only_note, default_dest, default_models_dir, has_npu, installed_tools,
+                      loader_of, read_manifest, through_loader)
 from .knobs import knob_env
 from .revision import Revision
 
@@ -140,8 +140,6 @@ def _prepare(target, req: RunRequest, *, offline_ok: bool) -> Prepared:
         raise EnvironmentMissing(f"{inv.argv[0][len('./bin/'):]} is not installed in {dest}/bin on {target.spec}",
                                  hint="deploy a build that has it")
     inv.argv = through_loader(inv.argv, loader_of((manifest or {}).get("runtime"), dest))
-    from ..artifacts.manifest import cpu_only_note
-
     return Prepared(target, inv, prompt_upload, cpu_only_note(manifest or {}))
 
 

@@ -26,7 +26,7 @@ def _jinja_env():
 
     env = jinja2.Environment(loader=jinja2.FunctionLoader(load), undefined=jinja2.StrictUndefined,
                              keep_trailing_newline=True, autoescape=False, trim_blocks=True,
-                             lstrip_blocks=True)
+                             lstrip_blocks=True, bytecode_cache=_bytecode_cache(jinja2))
     def defined(v: Any) -> Any:
         if isinstance(v, jinja2.Undefined):
             str(v)  # StrictUndefined raises UndefinedError naming the variable
@@ -37,6 +37,26 @@ def _jinja_env():
     env.filters["shquote"] = lambda v: shlex.quote(str(defined(v)))
     env.filters["shpath"] = lambda v: shell_path(str(defined(v)))
     return env
+
+
+def _bytecode_cache(jinja2: Any) -> Any:
+    """Compiled templates, kept in the user's own cache directory (mode 0700) as Python keeps
+    .pyc files: compiling them is most of what `hexbuild run --print` would otherwise spend.
+    Jinja2 checks each entry against the template's source checksum and its own version and
+    Python's; the directory name carries the environment options, which change the code."""
+    import os
+    from pathlib import Path
+
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    path = Path(base) / "hexbuild" / f"jinja-{jinja2.__version__}-trim-lstrip-keepnl-v1"
+    try:
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        st = path.stat()
+        if st.st_uid != os.getuid() or st.st_mode & 0o022:
+            return None  # someone else could plant code there: compile every time instead
+    except OSError:
+        return None
+    return jinja2.FileSystemBytecodeCache(str(path), "%s.cache")
 
 
 def shell_path(path: str) -> str:

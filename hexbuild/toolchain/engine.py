@@ -15,6 +15,7 @@ import os
 import re
 import sys
 import threading
+import types
 from dataclasses import asdict, dataclass
 from typing import Any, Callable
 from urllib.parse import urlparse
@@ -33,24 +34,42 @@ _LAYER = re.compile(r"[0-9a-f]{12}")
 
 
 def import_docker(*, ssh: bool = False) -> Any:
-    """The docker package. docker-py imports paramiko (which imports invoke) for ssh:// hosts
-    whether or not one is used: half of its 0.3 s import here. For other hosts paramiko is
-    hidden while docker loads, then made importable again for the rest of hexbuild."""
-    if "docker" not in sys.modules and not ssh and "paramiko" not in sys.modules:
-        sys.modules["paramiko"] = None  # type: ignore[assignment]  # `import paramiko` -> ImportError
-        try:
-            import docker
-        finally:
-            del sys.modules["paramiko"]
+    """The docker package. docker-py's ssh transport does `import paramiko` (which imports
+    cryptography and invoke) whether or not an ssh:// host is used: half of its 0.3 s import
+    here. So paramiko is imported lazily: `import paramiko` gets a stand-in module that imports
+    the real one on its first attribute use, which only an ssh:// engine (or an ssh target)
+    makes. docker keeps its ssh support; nothing is hidden."""
+    if not ssh:
+        defer_import("paramiko")
     import docker
-    import docker.api.client
 
-    if ssh and not hasattr(docker.api.client, "SSHHTTPAdapter"):  # loaded without paramiko earlier
+    return docker
+
+
+class _Deferred(types.ModuleType):
+    """A module imported on its first attribute use; then the real one replaces it in
+    sys.modules. (importlib's LazyLoader would not do: in Python 3.11 the import statement
+    itself reads ``__spec__._initializing`` and so runs the module at once.)"""
+
+    def __getattr__(self, attr: str) -> Any:
         import importlib
 
-        sshconn = importlib.import_module("docker.transport.sshconn")
-        docker.api.client.SSHHTTPAdapter = sshconn.SSHHTTPAdapter  # type: ignore[attr-defined]
-    return docker
+        with _DEFER_LOCK:
+            if sys.modules.get(self.__name__) is self:
+                del sys.modules[self.__name__]
+            real = importlib.import_module(self.__name__)
+        return getattr(real, attr)
+
+
+_DEFER_LOCK = threading.Lock()
+
+
+def defer_import(name: str) -> None:
+    import importlib.util
+
+    if name in sys.modules or importlib.util.find_spec(name) is None:
+        return  # imported already, or not installed (docker-py then has no ssh:// support)
+    sys.modules[name] = _Deferred(name)
 
 
 def docker_host(env: dict[str, str] | os._Environ = os.environ) -> str:
@@ -140,18 +159,31 @@ class DockerEngine:
         docker = import_docker(ssh=use_ssh)
         from docker.errors import DockerException
 
+        from . import probe_cache
+
         env = dict(os.environ, DOCKER_HOST=host)
+        known = probe_cache.lookup(host)
         try:
-            client = docker.from_env(timeout=API_TIMEOUT, environment=env, use_ssh_client=use_ssh)
+            # A remembered API version spares the negotiation; /version still proves the engine
+            # answers, and /info is asked only of a daemon not seen before.
+            client = docker.from_env(timeout=API_TIMEOUT, environment=env, use_ssh_client=use_ssh,
+                                     version=known["api_version"] if known else None)
             version = client.version()
-            info = client.info()
+            if known and known["version_digest"] == probe_cache.version_digest(version):
+                info = None
+            else:
+                info = client.info()
         except (DockerException, OSError) as e:
             raise _unreachable(host, e) from None
         except Exception as e:  # requests' connection errors are not DockerException
             if type(e).__module__.startswith(("requests", "urllib3")):
                 raise _unreachable(host, e) from None
             raise
-        engine = engine_info(host, version, info)
+        if info is None:
+            engine = EngineInfo(**known["engine"])  # type: ignore[index]
+        else:
+            engine = engine_info(host, version, info)
+            probe_cache.remember(host, version, engine.to_json())
         stream_client = docker.from_env(timeout=None, environment=env, use_ssh_client=use_ssh,
                                         version=engine.api_version)
         ui.detail(f"docker engine {engine.version} (API {engine.api_version}) at {host}: {engine.os}/{engine.arch}"
