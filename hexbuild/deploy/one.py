@@ -61,7 +61,7 @@ def deploy_one(target: Target, pkg: Package | None, models: list[Model], opts: D
             return res
         models_dir = _absolute(target, opts.models_dir or DEFAULT_MODELS.get(target.os, DEFAULT_MODELS["android"]),
                                "models directory")
-        res.glibc = check_glibc(target, pkg, bundled=bool(opts.runtime_files))
+        res.glibc = check_glibc(target, pkg, bundled=bool(opts.runtime_files))  # refused before the lock
         want = dict(pkg.files)
         want.update(opts.runtime_files)
         scripts = launch_scripts_for(target, info, pkg, dest, models_dir, opts)

@@ -44,6 +44,7 @@ class Prepared:
     target: Any
     invocation: Invocation
     prompt_upload: tuple[Path, str] | None = None  # local prompt file → its path on the device
+    cpu_only: str | None = None  # the deployed package has no NPU libraries: the line to warn with
 
 
 def open_target(spec: str, settings):
@@ -139,11 +140,15 @@ def _prepare(target, req: RunRequest, *, offline_ok: bool) -> Prepared:
         raise EnvironmentMissing(f"{inv.argv[0][len('./bin/'):]} is not installed in {dest}/bin on {target.spec}",
                                  hint="deploy a build that has it")
     inv.argv = through_loader(inv.argv, loader_of((manifest or {}).get("runtime"), dest))
-    return Prepared(target, inv, prompt_upload)
+    from ..artifacts.manifest import cpu_only_note
+
+    return Prepared(target, inv, prompt_upload, cpu_only_note(manifest or {}))
 
 
 def run(req: RunRequest, settings) -> RunRecord:
     prepared = prepare(req, settings)
+    if prepared.cpu_only:
+        ui.warn(prepared.cpu_only)
     with prepared.target as target:
         if prepared.prompt_upload:
             local, remote = prepared.prompt_upload
