@@ -37,6 +37,7 @@ have_cmd ssh-keygen || missing+=(openssh-client)
 have_cmd llvm-objdump-19 || missing+=(llvm-19)          # Hexagon disassembler for `hexbuild inspect`
 have_cmd mksh || missing+=(mksh)                        # the virtual phone's /system/bin/sh
 have_cmd toybox || missing+=(toybox)                    # the virtual phone's utilities (Android's toybox)
+have_cmd mawk || missing+=(mawk)                        # the virtual phone's awk (Android's is not GNU either)
 [ -d /usr/aarch64-linux-gnu/lib ] && have_cmd aarch64-linux-gnu-g++ || missing+=(g++-aarch64-linux-gnu)  # AArch64 sysroot
 backports=()
 { have_cmd adb && adb version 2>/dev/null | grep -q 'Version 3[4-9]'; } || backports+=(adb)

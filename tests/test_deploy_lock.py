@@ -165,7 +165,7 @@ def test_two_deploys_racing_for_one_phone_leave_exactly_one_whole_package(make_d
     times: the install is always exactly one of them, whole; each deploy either succeeded
     (waiting if it had to) or failed cleanly naming the holder."""
     dev = make_device("SM8650", link_mbit=40)  # a USB-like link: pushes take long enough to overlap
-    pkgs = {tag: package(tmp_path, tag, size=1_500_000) for tag in ("a", "b")}
+    pkgs = {tag: package(tmp_path, tag, size=3_000_000) for tag in ("a", "b")}
     want = {tag: files_of(p) for tag, p in pkgs.items()}
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "xdg")}
     overlapped = 0
@@ -193,3 +193,11 @@ def test_two_deploys_racing_for_one_phone_leave_exactly_one_whole_package(make_d
         left = sorted(p.name for p in dev.tmp.iterdir())
         assert len(left) <= 3 and not lock_on(dev).exists(), left  # link, live and previous release
     assert overlapped >= 2, "the deploys never overlapped: the test proved nothing"
+
+
+def test_directories_made_for_the_lock_go_when_the_deploy_is_refused(make_device, tmp_path, cli):
+    dev = make_device("SM8650", disk_kb=1024)  # too small for the package: refused by the space check
+    pkg = package(tmp_path, "a", size=2_000_000)
+    r = cli("deploy", str(pkg), "--target", f"adb:{dev.serial}", "--dest", "/data/local/tmp/a/b/llama.cpp")
+    assert r.rc == DEPLOY_FAILED and "not enough space" in r.err, r.err
+    assert list(dev.tmp.iterdir()) == []

@@ -34,7 +34,12 @@ REPORT_EVERY_S = 5.0
 # Builtins where a shell has them (echo; mksh's and bash's $EPOCHREALTIME), so that taking
 # the lock starts one program (mkdir) and releasing it one (rm).
 _TRY = r'''L=$1; shift
-[ -d "${L%/*}" ] || mkdir -p "${L%/*}"
+P=${L%/*}
+if [ ! -d "$P" ]; then
+  top=$P; d=${P%/*}
+  while [ -n "$d" ] && [ ! -d "$d" ]; do top=$d; d=${d%/*}; done
+  mkdir -p "$P" && echo "madedir=$top"
+fi
 now=${EPOCHREALTIME%.*}
 [ -n "$now" ] || now=$(date +%s)
 if mkdir "$L" 2>/dev/null; then
@@ -54,7 +59,11 @@ _REMOVE = r'''L=$1; tok=$2
 ours=$3
 [ -f "$L/owner" ] && while IFS= read -r line; do [ "$line" = "token=$tok" ] && ours=1; done < "$L/owner"
 [ -n "$ours" ] || exit 3
-rm -rf "$L"'''
+rm -rf "$L" || exit 1
+# directories the lock created, while nothing else was put in them
+top=$4; d=${L%/*}
+while [ -n "$top" ] && rmdir "$d" 2>/dev/null && [ "$d" != "$top" ]; do d=${d%/*}; done
+exit 0'''
 
 
 @dataclass
@@ -82,6 +91,7 @@ class DeployLock:
         self.token = secrets.token_hex(8)
         self.held = False
         self.waited_s = 0.0
+        self.made_dir = ""  # the topmost directory taking the lock created (removed again when empty)
 
     def __enter__(self) -> "DeployLock":
         self.acquire()
@@ -132,6 +142,8 @@ class DeployLock:
         fields = [f"host={socket.gethostname()}", f"pid={os.getpid()}", f"token={self.token}"]
         res = self.target.sh(_TRY, self.path, *fields, what=f"taking the deploy lock {self.path}")
         lines = res.out.splitlines()
+        if lines and lines[0].startswith("madedir="):
+            self.made_dir = lines.pop(0)[len("madedir="):]
         if lines and lines[0] == "acquired":
             return None
         kv = dict(line.partition("=")[::2] for line in lines[1:] if "=" in line)
@@ -157,7 +169,8 @@ class DeployLock:
         return None
 
     def _remove(self, token: str, *, ownerless: bool = False) -> None:
-        res = self.target.sh(_REMOVE, self.path, token, "1" if ownerless else "", check=False,
+        made = self.made_dir if token == self.token else ""
+        res = self.target.sh(_REMOVE, self.path, token, "1" if ownerless else "", made, check=False,
                              what=f"removing the deploy lock {self.path}")
         if res.rc not in (0, 3):
             raise DeployFailed(f"{self.target.spec}: cannot remove the deploy lock {self.path}: "

@@ -46,17 +46,22 @@ def deploy_one(target: Target, pkg: Package | None, models: list[Model], opts: D
         _require_ready(target, info)
         require_tools(target, info)  # asked in the probe's call; names a missing tool before anything changes
         lay = Layout(dest)
-        if not opts.rollback:  # refused before anything on the device changes, the lock included
-            res.glibc = check_glibc(target, pkg, bundled=bool(opts.runtime_files))
-        if not opts.dry_run:
-            lock = DeployLock(target, lay, wait=opts.wait, stale=opts.stale_lock)
-            lock.acquire()
-            res.lock_wait_s = lock.waited_s
+
+        def take_lock() -> DeployLock | None:
+            if opts.dry_run:
+                return None
+            held = DeployLock(target, lay, wait=opts.wait, stale=opts.stale_lock)
+            held.acquire()
+            res.lock_wait_s = held.waited_s
+            return held
+
         if opts.rollback:
+            lock = take_lock()
             rollback(target, lay, res, opts)
             return res
         models_dir = _absolute(target, opts.models_dir or default_models_dir(target),
                                "models directory")
+        res.glibc = check_glibc(target, pkg, bundled=bool(opts.runtime_files))  # refused before the lock
         want = dict(pkg.files)
         want.update(opts.runtime_files)
         scripts = launch_scripts_for(target, info, pkg, dest, models_dir, opts)
@@ -68,6 +73,8 @@ def deploy_one(target: Target, pkg: Package | None, models: list[Model], opts: D
         res.files_total = len(want) + len(models)
         res.bytes_total = sum(f.size for f in want.values()) + sum(m.size for m in models)
 
+        # the refusals above only read the device; from here on it is ours alone
+        lock = take_lock()
         live, staged = read_live(target, lay, rid, verify=opts.verify)
         plan = plan_release(target, lay, live, staged, want, rid, opts)
         model_plan = plan_models(target, models_dir, models)
