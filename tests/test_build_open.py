@@ -177,7 +177,7 @@ def test_warm_rebuild_has_nothing_to_compile(real_linux_package, docker_host):
 
 
 def test_real_completion_under_qemu_gives_parsed_token_rates(real_linux_package, tiny_gguf, tmp_path):
-    cp = run_aarch64(real_linux_package, "llama-completion", "-m", str(tiny_gguf), "-n", "16", "-p", "hello world",
+    cp = run_aarch64(real_linux_package, "llama-completion", "-m", str(tiny_gguf), "-n", "16", "--ignore-eos", "-p", "hello world",
                      "-no-cnv", "--no-warmup", "-t", "2", "--seed", "1")
     assert cp.returncode == 0, cp.stderr[-3000:]
     log = tmp_path / "completion.log"

@@ -47,7 +47,7 @@ def test_completion_on_the_qemu_target(cli, tmp_path, real_package, tiny_gguf):
     r = cli("--json", "deploy", str(real_package), "-t", spec, "--model", str(tiny_gguf), "--models-dir", models)
     assert r.rc == 0, r.err
     r = cli("--json", "-q", "run", "completion", "-t", spec, "--models-dir", models, "--model", tiny_gguf.name,
-            "--results-dir", str(tmp_path / "res"), "--", "-n", "16", "-p", PROMPT)
+            "--results-dir", str(tmp_path / "res"), "--", "-n", "16", "--ignore-eos", "-p", PROMPT)
     assert r.rc == 0, r.err
     check_completion(r.json)
     assert "--device" not in r.json["argv"]  # a CPU-only build: no HTP device is selected
@@ -77,7 +77,7 @@ def test_completion_on_the_older_board_needs_the_bundled_runtime(cli, tmp_path, 
     assert r.rc == 0, r.err
     r = cli("--json", "-q", "run", "completion", "-t", virtual_board.spec, "--dest", dest, "--models-dir", models,
             "--model", tiny_gguf.name, "--results-dir", str(tmp_path / "res"), "--",
-            "-t", "2", "-n", "16", "-p", PROMPT)
+            "-t", "2", "-n", "16", "--ignore-eos", "-p", PROMPT)
     assert r.rc == 0, r.err
     check_completion(r.json)
     assert r.json["argv"][0] == f"{dest}/runtime/ld-linux-aarch64.so.1"
