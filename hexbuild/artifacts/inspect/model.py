@@ -1,0 +1,205 @@
+"""One small model of disassembled Hexagon code: functions → packets → instructions.
+
+``parse(text)`` reads ``llvm-objdump -d --no-show-raw-insn`` output once; every regular
+expression that looks at Hexagon assembly lives here, and the analysis only reads the fields
+they fill in (memory base and direction, branch targets, loop set-ups, register moves).
+
+The shape of that output (LLVM 17 to 21 and the SDK's hexagon-llvm-objdump)::
+
+    00010320 <clean_add>:
+       10320: { 	p0 = cmp.gt(r3,#0x0); if (!p0.new) jump:nt 0x10430 }
+       10324: { 	r4 = and(r3,#0x7)
+       10328:   	memd(r29+#-0x10) = r17:16; 	allocframe(#0x28) }
+       103ec:   	nop }  :endloop0
+
+A line is one instruction word; a duplex word holds two instructions separated by ``;``; ``{``
+opens a packet and ``}`` closes it, followed by ``:endloop0``/``:endloop1`` when the packet ends
+a hardware loop body.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+# A memory operand: vmem/vmemu (HVX) or memb/memub/memh/memuh/memw/memd (+ _locked, _fifo …),
+# and the first token inside the parentheses, the base register.
+_MEM = re.compile(r"\b(v?mem[a-z]*)(?:_[a-z]+)?\(\s*([a-z]+[0-9]*)")
+_VECTOR = re.compile(r"\b(?:v[0-9]+|q[0-3]|vtmp)\b|\bvmemu?\(")
+_CALL = re.compile(r"\bcall\s+(0x[0-9a-f]+)(?:\s+<([^>]+)>)?")
+_JUMP = re.compile(r"\bjump(?::[a-z]+)?\s+(0x[0-9a-f]+)(?:\s+<([^>]+)>)?")
+_LOOP = re.compile(r"\b(?:sp[123])?loop([01])\((0x[0-9a-f]+)")
+# "rD = add(rS,…)", "rD = add(…,rS)", "rD = rS", or any other write to rD (a pair "rD:N" too).
+_ASSIGN = re.compile(r"^(r[0-9]+)(?::[0-9]+)?\s*=\s*(.*)$")
+_ADD = re.compile(r"^add\((r[0-9]+)\s*,\s*([^,()]+)\)$")
+_REG = re.compile(r"^r[0-9]+$")
+_PC_REL = re.compile(r"\badd\(pc\s*,\s*#+(-?0x[0-9a-f]+)\)")  # PLT slots: rX = add(pc,##GOT-slot)
+_HEADER = re.compile(r"^([0-9a-f]+) <(.+)>:$")
+_SECTION = "Disassembly of section "
+
+ENDLOOP0, ENDLOOP1 = 1, 2
+
+
+@dataclass(slots=True)
+class Insn:
+    addr: int                       # the instruction word holding it
+    text: str
+    vector: bool = False            # names an HVX register or vmem
+    mem_base: str | None = None     # base register of its memory operand
+    mem_store: bool = False
+    mem_vector: bool = False        # vmem/vmemu rather than memb/h/w/d
+    call: int | None = None         # direct call target; -1: callr (indirect)
+    jump: int | None = None         # direct jump target (conditional or not)
+    target_name: str | None = None  # the disassembler's own <name> for the target, if printed
+    loop: int | None = None         # 0/1: sets up hardware loop N (loopN / spNloopN)
+    loop_start: int | None = None
+    dest: str | None = None         # scalar register written (first of a pair)
+    sources: tuple[str, ...] = ()   # registers that dest is derived from (add / transfer)
+    pc_rel: int | None = None       # add(pc,##X): the packet address + X
+
+    @property
+    def is_call(self) -> bool:
+        return self.call is not None
+
+
+@dataclass(slots=True)
+class Packet:
+    addr: int
+    insns: list[Insn] = field(default_factory=list)
+    endloop: int = 0                # ENDLOOP0 | ENDLOOP1 bits
+    last: int = 0                   # address of its last word
+
+
+@dataclass(slots=True)
+class Function:
+    name: str
+    addr: int
+    section: str
+    packets: list[Packet] = field(default_factory=list)
+    unknown: int = 0                # words the disassembler could not decode
+    aliases: list[str] = field(default_factory=list)
+
+    @property
+    def end(self) -> int:
+        return self.packets[-1].last + 4 if self.packets else self.addr
+
+    @property
+    def size(self) -> int:
+        return self.end - self.addr
+
+    def insns(self):
+        for p in self.packets:
+            yield from p.insns
+
+
+def parse_insn(addr: int, text: str) -> Insn:
+    insn = Insn(addr, text)
+    if "v" in text or "q" in text:
+        insn.vector = _VECTOR.search(text) is not None
+    if "mem" in text:
+        m = _MEM.search(text)
+        if m:
+            insn.mem_base = m.group(2)
+            insn.mem_vector = m.group(1).startswith("v")
+            body = text
+            if body.startswith("if ("):
+                cut = body.find(") ")
+                body = body[cut + 2:] if cut >= 0 else body
+            insn.mem_store = body.startswith(("mem", "vmem"))
+    if "call" in text:
+        m = _CALL.search(text)
+        if m:
+            insn.call, insn.target_name = int(m.group(1), 16), m.group(2)
+        elif "callr" in text:
+            insn.call = -1
+    elif "jump" in text:
+        m = _JUMP.search(text)
+        if m:
+            insn.jump, insn.target_name = int(m.group(1), 16), m.group(2)
+    if "loop" in text:
+        m = _LOOP.search(text)
+        if m:
+            insn.loop, insn.loop_start = int(m.group(1)), int(m.group(2), 16)
+    if "pc" in text:
+        m = _PC_REL.search(text)
+        if m:
+            insn.pc_rel = int(m.group(1), 16)
+    if text.startswith("r"):
+        m = _ASSIGN.match(text)
+        if m:
+            insn.dest = m.group(1)
+            rhs = m.group(2).strip()
+            a = _ADD.match(rhs)
+            if a:
+                insn.sources = tuple(s.strip() for s in a.groups() if _REG.match(s.strip()))
+            elif _REG.match(rhs):
+                insn.sources = (rhs,)
+    return insn
+
+
+def parse(text: str) -> list[Function]:
+    """Every function the disassembler printed, in address order. Words before any symbol
+    header (a stripped library) go into a function named after their section."""
+    functions: list[Function] = []
+    section = ""
+    fn: Function | None = None
+    packet: Packet | None = None
+    for line in text.splitlines():
+        if not line:
+            continue
+        if line[0] != " ":
+            if line.startswith(_SECTION):
+                section = line[len(_SECTION):].rstrip(":")
+                fn = None
+                continue
+            m = _HEADER.match(line)
+            if m:
+                addr = int(m.group(1), 16)
+                if fn is not None and not fn.packets and fn.addr == addr:
+                    fn.aliases.append(m.group(2))  # two names for one address
+                    continue
+                fn = Function(m.group(2), addr, section)
+                functions.append(fn)
+                packet = None
+            continue
+        head, sep, rest = line.partition(":")
+        if not sep:
+            continue
+        try:
+            addr = int(head, 16)
+        except ValueError:
+            continue
+        if fn is None:
+            fn = Function(section or "?", addr, section)
+            functions.append(fn)
+        rest = rest.strip()
+        if rest.startswith("<unknown>"):
+            fn.unknown += 1
+            continue
+        opens = rest.startswith("{")
+        if opens:
+            rest = rest[1:]
+        closes = False
+        endloop = 0
+        brace = rest.rfind("}")
+        if brace >= 0:
+            tail = rest[brace + 1:]
+            rest = rest[:brace]
+            closes = True
+            if "endloop" in tail:
+                if "endloop0" in tail or "endloop01" in tail:
+                    endloop |= ENDLOOP0
+                if "endloop1" in tail or "endloop01" in tail:
+                    endloop |= ENDLOOP1
+        if opens or packet is None:
+            packet = Packet(addr)
+            fn.packets.append(packet)
+        packet.last = addr
+        for part in rest.split(";"):
+            part = part.strip()
+            if part and not part.startswith("immext("):
+                packet.insns.append(parse_insn(addr, part))
+        if closes:
+            packet.endloop = endloop
+            packet = None
+    return [f for f in functions if f.packets or f.unknown]
