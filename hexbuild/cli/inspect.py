@@ -90,44 +90,44 @@ def _addr_text(resolved) -> str:
     return "\n".join(lines)
 
 
-def _tables(reports, gate, show_all: bool):
-    from rich.console import Group
-    from rich.table import Table
-
+def _tables(reports, gate, show_all: bool) -> str:
+    # Plain columns, notes on their own line: readable in an 80-column CI log and greppable.
     out = []
     for r in reports:
-        t = Table(title=f"{r.name} ({r.arch or 'no arch'}, {r.disassembler})", title_justify="left")
-        # Short headers: the table must stay readable in an 80-column CI log.
-        t.add_column("function", no_wrap=True)
-        for col in ("bytes", "hwloop", "V-spill", "S-spill", "promo", "div", "loop calls"):
-            t.add_column(col, justify="right")
-        t.add_column("notes", overflow="fold")
-        shown = 0
+        tot = r.totals()
+        out.append(f"{r.name} ({r.arch or 'no arch'}, {r.disassembler}): {tot['functions']} functions, "
+                   f"{tot['hardware_loops']} hardware loops, {tot['hvx_spills_in_loop']} in-loop HVX spills, "
+                   f"{tot['promotions']} promotions, {tot['divides']} divides, "
+                   f"{tot['helpers_in_hot_loops']} helper calls in hot loops")
+        rows = []
         for f in sorted(r.functions, key=lambda f: (-f.hvx_spills.in_loop, -len(f.hot_helpers()), f.addr)):
             j = f.to_json()
             busy = f.hvx_spills.total or f.scalar_spills.in_loop or f.helper_calls or j["calls"]["in_loop"] or f.unknown
-            if not (show_all or busy):
-                continue
-            shown += 1
+            if show_all or busy:
+                rows.append((f, j))
+        if not rows:
+            out.append("  nothing to report (--all lists every function)\n")
+            continue
+        width = max(24, *(len(f.name) for f, _ in rows))
+        out.append(f"  {'function':<{width}} {'bytes':>6} {'hwloop':>6} {'V-spill':>8} {'S-spill':>8} "
+                   f"{'promo':>6} {'div':>6} {'calls':>6}")
+        for f, j in rows:
+            out.append(f"  {f.name:<{width}} {f.size:>6} {j['hardware_loops']:>6} "
+                       f"{f.hvx_spills.in_loop:>3}/{f.hvx_spills.total:<4} {f.scalar_spills.in_loop:>3}/{f.scalar_spills.total:<4} "
+                       f"{_count(j['promotions']):>6} {_count(j['divides']):>6} {_count(j['calls']):>6}")
             notes = []
-            hot = f.hot_helpers()
             if f.hvx_spills.in_loop:
-                notes.append("[red]HVX spills in loop[/]")
-            if hot:
-                notes.append("[red]in hot loop: " + ", ".join(f"{k}×{v}" for k, v in hot.items()) + "[/]")
+                notes.append(f"HVX spills in loops: {f.hvx_spills.in_loop_stores} stores, {f.hvx_spills.in_loop_loads} loads")
+            for helper, n in f.hot_helpers().items():
+                notes.append(f"{n}x {helper} in a hot loop")
             if f.unknown:
                 notes.append(f"{f.unknown} undecoded words")
-            t.add_row(f.name, str(f.size), str(j["hardware_loops"]),
-                      f"{f.hvx_spills.in_loop}/{f.hvx_spills.total}", f"{f.scalar_spills.in_loop}/{f.scalar_spills.total}",
-                      _count(j["promotions"]), _count(j["divides"]), str(j["calls"]["in_loop"]), "; ".join(notes))
-        tot = r.totals()
-        t.caption = (f"V-/S-spill: HVX/scalar stack spills in loops/all. {tot['functions']} functions ({shown} shown; --all lists all), {tot['hardware_loops']} hardware "
-                     f"loops, {tot['hvx_spills_in_loop']} in-loop HVX spills, {tot['promotions']} promotions, "
-                     f"{tot['divides']} divides, {tot['helpers_in_hot_loops']} helper calls in hot loops")
-        out.append(t)
+            for note in notes:
+                out.append(f"    ! {note}")
+        out.append("  (V-/S-spill: HVX/scalar stack spills in loops/all; promo, div, calls: in loops/all)\n")
     if gate.baseline is not None or gate.regressions:
         out.append(gate.text())
-    return Group(*out)
+    return "\n".join(out)
 
 
 def _count(c: dict) -> str:

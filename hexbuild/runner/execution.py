@@ -55,6 +55,17 @@ def parse_log(text: str, source: str = "-") -> Any:
         return None
 
 
+def _offer_addr2line(record: "RunRecord", text: str) -> None:
+    """A DSP crash in the log: keep its offsets and say how to map them to source lines."""
+    from ..artifacts.inspect.addr2line import addr2line_offer, crash_offsets
+
+    sites = crash_offsets(text)
+    if sites:
+        record.dsp_crash = [s.to_json() for s in sites]
+        ui.warn(f"the DSP crashed at {', '.join(f'{s.lib}+{s.offset:#x}' for s in sites[:3])}; "
+                f"map it to source lines with: {addr2line_offer(sites)}")
+
+
 @dataclass
 class RunRecord:
     target: str
@@ -66,6 +77,7 @@ class RunRecord:
     results: Any = None
     json_path: str | None = None
     error: str | None = None
+    dsp_crash: list[dict[str, Any]] | None = None  # offsets into libggml-htp-vNN.so the log reported
 
     def to_json(self) -> dict[str, Any]:
         out = {"target": self.target, "tool": self.invocation.tool, "argv": self.invocation.argv,
@@ -73,6 +85,8 @@ class RunRecord:
                "duration_s": round(self.duration_s, 3), "log": self.log, "results": self.results}
         if self.error:
             out["error"] = self.error
+        if self.dsp_crash:
+            out["dsp_crash"] = self.dsp_crash
         return out
 
 
@@ -122,6 +136,7 @@ def execute(target, inv: Invocation, *, results_dir: Path, passthrough: bool = T
     text = log_path.read_text(encoding="utf-8", errors="replace")
     record = RunRecord(target.spec, inv, code, duration, str(log_path), b"".join(stdout_chunks),
                        results=parse_log(text, str(log_path)), error=error.message if error else None)
+    _offer_addr2line(record, text)
     if save_json:
         json_path = results_dir / f"{stem}.json"
         atomic_write(json_path, json.dumps(record.to_json(), indent=2) + "\n")

@@ -167,3 +167,14 @@ def resolve(path: Path, addrs: list[int], meta: ElfMeta | None = None) -> list[R
             r.file, r.line = loc
         out.append(r)
     return out
+
+
+def addr2line_offer(sites: list[CrashSite], package: str = "PKG") -> str:
+    """The command that maps ``sites`` to functions and lines, for `run` to print after a DSP crash."""
+    import shlex
+
+    by_lib: dict[str, list[str]] = {}
+    for s in sites:
+        by_lib.setdefault(s.lib, []).append(f"{s.offset:#x}")
+    return "; ".join(f"hexbuild inspect {shlex.quote(package)} --addr2line {' '.join(v)} --lib {lib}"
+                     for lib, v in by_lib.items())

@@ -188,7 +188,9 @@ def find_loops(fn: Function) -> list[Loop]:
 
 def analyze(fn: Function, meta: ElfMeta | None, plt: dict[int, str]) -> FunctionReport:
     loops = find_loops(fn)
-    rep = FunctionReport(fn.name, fn.addr, fn.size, packets=len(fn.packets), unknown=fn.unknown, loops=loops)
+    sym = meta.function_at(fn.addr) if meta is not None else None
+    size = sym.size if sym is not None and sym.addr == fn.addr and sym.size else fn.size
+    rep = FunctionReport(fn.name, fn.addr, size, packets=len(fn.packets), unknown=fn.unknown, loops=loops)
     # The innermost loop holding each packet: paint outer loops first, inner ones over them.
     enclosing: list[Loop | None] = [None] * len(fn.packets)
     if loops:

@@ -58,10 +58,14 @@ def gate_checks(pkg: Path, *, baseline: Path | None = None, objdump: str | None 
     return checks
 
 
-def add_to_report(report: dict[str, Any], pkg: Path, settings) -> dict[str, Any]:
-    """``report`` (VerifyReport.to_json()) with the gate's checks added and its counts redone."""
+def add_to_report(report: dict[str, Any], pkg: Path, settings, warn=None) -> dict[str, Any]:
+    """``report`` (VerifyReport.to_json()) with the gate's checks added and its counts redone;
+    ``warn(text)`` is called for each warning the gate raises."""
     checks = [c.to_json() for c in gate_checks(pkg, baseline=baseline_path(settings),
                                                objdump=settings["inspect.objdump"] or None)]
+    for c in checks:
+        if c["status"] == WARN and warn is not None:
+            warn(f"{c['file']}: {c['check']}: {c['detail']}")
     all_checks = list(report.get("checks") or []) + checks
     failures = sum(c["status"] == FAIL for c in all_checks)
     return {**report, "checks": all_checks, "failures": failures,
