@@ -47,8 +47,7 @@ def inspect(
 
     s = common.settings()
     if addr2line:
-        stdin = sys.stdin if ("-" in (addrs or []) or (not addrs and not sys.stdin.isatty())) else None
-        path, found = insp.addr2line_request(target, addrs or [], lib, stdin)
+        path, found = insp.addr2line_request(target, addrs or [], lib, sys.stdin)
         resolved = insp.resolve(path, found)
         ui.result({"library": str(path), "addresses": [r.to_json() for r in resolved]}, _addr_text(resolved))
         return

@@ -25,7 +25,8 @@ _ADDR = re.compile(r"^(?:0x)?([0-9a-fA-F]{1,8})$")
 def addr2line_request(target: str | None, args: list[str], lib: str | None,
                       stdin: TextIO | None) -> tuple[Path, list[int]]:
     """(library file, addresses) for ``inspect [TARGET] --addr2line ADDR... [--lib L]``. TARGET may
-    be left out when --lib is a file; ``-`` or a piped stdin adds addresses found in log text."""
+    be left out when --lib is a file; ``-``, or no ADDR and a stdin that is not a terminal, adds
+    the addresses found in the log text on stdin."""
     args = list(args)
     if target is not None and not Path(target).exists() and _ADDR.match(target):
         args.insert(0, target)  # "inspect --addr2line 0x51a30 --lib FILE": no TARGET given
@@ -59,12 +60,21 @@ def addr2line_request(target: str | None, args: list[str], lib: str | None,
         if not m:
             raise UsageError(f"not an address: {a!r} (expected hex, e.g. 0x51a30)")
         addrs.append(int(m.group(1), 16))
+    if stdin is not None and not ("-" in args or (not addrs and not _isatty(stdin))):
+        stdin = None
     if stdin is not None:
         addrs += [a for a in addresses_in(stdin.readlines(), meta) if a not in addrs]
     if not addrs:
         raise ParseFailed("no addresses to resolve" + (" in the input" if stdin is not None else ""),
                           hint="give offsets (0x51a30) or pipe a log that names libggml-htp-vNN.so+0x… or a PC")
     return path, addrs
+
+
+def _isatty(stream) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError, OSError):
+        return False
 
 
 def disasm_request(paths: list[Path], objdump: Objdump, name: str) -> tuple[dict[str, Any], str]:
