@@ -231,6 +231,8 @@ def analyze(fn: Function, meta: ElfMeta | None, plt: dict[int, str]) -> Function
                     lp.calls += 1
             if insn.dest is not None:
                 derived.append((insn.dest, any(s in stack for s in insn.sources)))
+                if insn.dest_pair is not None:
+                    derived.append((insn.dest_pair, False))
         for reg, from_stack in derived:  # packet semantics: writes land after all reads
             if from_stack:
                 stack.add(reg)

@@ -29,10 +29,6 @@ _VECTOR = re.compile(r"\b(?:v[0-9]+|q[0-3]|vtmp)\b|\bvmemu?\(")
 _CALL = re.compile(r"\bcall\s+(0x[0-9a-f]+)(?:\s+<([^>]+)>)?")
 _JUMP = re.compile(r"\bjump(?::[a-z]+)?\s+(0x[0-9a-f]+)(?:\s+<([^>]+)>)?")
 _LOOP = re.compile(r"\b(?:sp[123])?loop([01])\((0x[0-9a-f]+)")
-# "rD = add(rS,…)", "rD = add(…,rS)", "rD = rS", or any other write to rD (a pair "rD:N" too).
-_ASSIGN = re.compile(r"^(r[0-9]+)(?::[0-9]+)?\s*=\s*(.*)$")
-_ADD = re.compile(r"^add\((r[0-9]+)\s*,\s*([^,()]+)\)$")
-_REG = re.compile(r"^r[0-9]+$")
 _PC_REL = re.compile(r"\badd\(pc\s*,\s*#+(-?0x[0-9a-f]+)\)")  # PLT slots: rX = add(pc,##GOT-slot)
 _HEADER = re.compile(r"^([0-9a-f]+) <(.+)>:$")
 _SECTION = "Disassembly of section "
@@ -53,7 +49,8 @@ class Insn:
     target_name: str | None = None  # the disassembler's own <name> for the target, if printed
     loop: int | None = None         # 0/1: sets up hardware loop N (loopN / spNloopN)
     loop_start: int | None = None
-    dest: str | None = None         # scalar register written (first of a pair)
+    dest: str | None = None         # scalar register written (the high one of a pair)
+    dest_pair: str | None = None    # the low register of a pair written (r1:0 → r0)
     sources: tuple[str, ...] = ()   # registers that dest is derived from (add / transfer)
     pc_rel: int | None = None       # add(pc,##X): the packet address + X
 
@@ -92,6 +89,10 @@ class Function:
             yield from p.insns
 
 
+def _is_reg(token: str) -> bool:
+    return len(token) > 1 and token[0] == "r" and token[1:].isdigit()
+
+
 def parse_insn(addr: int, text: str) -> Insn:
     insn = Insn(addr, text)
     if "v" in text or "q" in text:
@@ -124,16 +125,23 @@ def parse_insn(addr: int, text: str) -> Insn:
         m = _PC_REL.search(text)
         if m:
             insn.pc_rel = int(m.group(1), 16)
-    if text.startswith("r"):
-        m = _ASSIGN.match(text)
-        if m:
-            insn.dest = m.group(1)
-            rhs = m.group(2).strip()
-            a = _ADD.match(rhs)
-            if a:
-                insn.sources = tuple(s.strip() for s in a.groups() if _REG.match(s.strip()))
-            elif _REG.match(rhs):
-                insn.sources = (rhs,)
+    if text[0] == "r":
+        eq = text.find("=")
+        if eq > 0 and text[eq + 1:eq + 2] != "=":
+            lhs = text[:eq].rstrip()
+            compound = lhs[-1] in "+-*/&|^<>"  # r3 += …, r1:0 -= …: written, not a copy
+            regs = lhs.rstrip("+-*/&|^<> ").split(":")
+            if _is_reg(regs[0]):
+                insn.dest = regs[0]
+                if len(regs) == 2 and regs[1].isdigit():
+                    insn.dest_pair = "r" + regs[1]
+                rhs = text[eq + 1:].strip()
+                if compound or insn.dest_pair:
+                    pass
+                elif rhs.startswith("add(") and rhs.endswith(")"):
+                    insn.sources = tuple(a for a in rhs[4:-1].split(",") if _is_reg(a))
+                elif _is_reg(rhs):
+                    insn.sources = (rhs,)
     return insn
 
 
