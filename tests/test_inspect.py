@@ -105,6 +105,50 @@ def test_plt_slots_named_from_rela_plt(libs, reports):
         assert start <= target < start + size and "<" not in text.split("call ")[1].split("\n")[0]
 
 
+def test_parse_the_shapes_objdump_prints():
+    """One parser for every shape: duplex words, predicated stores, compound and pair writes,
+    loop set-ups and ends, PLT loads, undecoded words (counted only when code follows)."""
+    from hexbuild.artifacts.inspect.model import ENDLOOP0, parse
+
+    text = """
+lib.so:	file format elf32-hexagon
+
+Disassembly of section .text:
+
+00010000 <f>:
+   10000: { 	r3 = add(r29,#0x800); 	allocframe(#0x8) }
+   10004: { 	loop0(0x10010,r2)
+   10008:   	if (!p0.new) vmem(r3+#-0x2) = v0.new
+   1000c:   	r17:16 = combine(r0,r1) }
+   10010: { 	v1.cur = vmem(r3+#0x1)
+   10014:   	<unknown>
+   10018:   	r3 -= mpyi(r0,r16); 	call 0x10100 <__hexagon_udivsi3@plt> }  :endloop0
+   1001c: { 	jumpr r31 }
+   10020: <unknown>
+
+Disassembly of section .plt:
+
+00010100 <.plt>:
+   10100: { 	immext(#0x20080)
+   10104:   	r14 = add(pc,##0x20088) }
+"""
+    f, plt = parse(text)
+    assert (f.name, f.section, len(f.packets), f.unknown) == ("f", ".text", 4, 1)  # the trailing word is padding
+    first = f.packets[0].insns
+    assert [i.text for i in first] == ["r3 = add(r29,#0x800)", "allocframe(#0x8)"]
+    assert (first[0].dest, first[0].sources) == ("r3", ("r29",))
+    setup = f.packets[1].insns
+    assert (setup[0].loop, setup[0].loop_start) == (0, 0x10010)
+    assert (setup[1].mem_base, setup[1].mem_store, setup[1].mem_vector, setup[1].vector) == ("r3", True, True, True)
+    assert (setup[2].dest, setup[2].dest_pair, setup[2].sources) == ("r17", "r16", ())
+    body = f.packets[2]
+    assert body.endloop == ENDLOOP0 and body.insns[0].mem_store is False and body.insns[0].mem_base == "r3"
+    assert (body.insns[1].dest, body.insns[1].sources) == ("r3", ())  # r3 -= …: no longer the stack's
+    assert (body.insns[2].call, body.insns[2].target_name) == (0x10100, "__hexagon_udivsi3@plt")
+    assert f.packets[3].insns[0].jump is None and f.packets[3].insns[0].call is None
+    assert plt.section == ".plt" and plt.packets[0].insns[0].pc_rel == 0x20088  # immext is dropped
+
+
 def test_helper_names():
     assert helper_kind("__hexagon_udivdi3") == "divide" and helper_kind("__hexagon_umodsi3") == "divide"
     assert helper_kind("__hexagon_divsf3") == "divide" and helper_kind("__udivsi3@plt") == "divide"

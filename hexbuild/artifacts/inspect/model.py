@@ -152,6 +152,7 @@ def parse(text: str) -> list[Function]:
     section = ""
     fn: Function | None = None
     packet: Packet | None = None
+    pending_unknown = 0
     for line in text.splitlines():
         if not line:
             continue
@@ -169,6 +170,7 @@ def parse(text: str) -> list[Function]:
                 fn = Function(m.group(2), addr, section)
                 functions.append(fn)
                 packet = None
+                pending_unknown = 0
             continue
         head, sep, rest = line.partition(":")
         if not sep:
@@ -182,8 +184,10 @@ def parse(text: str) -> list[Function]:
             functions.append(fn)
         rest = rest.strip()
         if rest.startswith("<unknown>"):
-            fn.unknown += 1
+            pending_unknown += 1  # counted once code follows: a function's trailing zero padding is not code
             continue
+        fn.unknown += pending_unknown
+        pending_unknown = 0
         opens = rest.startswith("{")
         if opens:
             rest = rest[1:]
@@ -210,4 +214,4 @@ def parse(text: str) -> list[Function]:
         if closes:
             packet.endloop = endloop
             packet = None
-    return [f for f in functions if f.packets or f.unknown]
+    return [f for f in functions if f.packets]

@@ -141,7 +141,7 @@ class Gate:
     def text(self) -> str:
         if not self.regressions:
             return f"gate: ok ({self.total_findings} finding(s), all accepted by the baseline)"
-        return "gate: failed\n" + "\n".join(f"  {f.library}: {f.describe()}" for f in self.regressions)
+        return "gate: beyond the baseline (--strict fails on these)\n" + "\n".join(f"  {f.library}: {f.describe()}" for f in self.regressions)
 
     def enforce(self) -> None:
         """--strict: exit 5 on a regression, else exit 10 when a library raised a warning."""
