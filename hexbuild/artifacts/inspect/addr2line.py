@@ -105,6 +105,10 @@ class LineTable:
         if not self.rows:
             return None
         i = bisect.bisect_right(self._addrs, addr) - 1
+        # Line 0 marks code the compiler made up (a helper call it inserted): the statement
+        # before it in the same sequence is the one that asked for it.
+        while i >= 0 and self.rows[i][1] is not None and not self.rows[i][2]:
+            i -= 1
         if i < 0:
             return None
         _, name, line = self.rows[i]
