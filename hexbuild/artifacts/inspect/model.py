@@ -36,27 +36,34 @@ _SECTION = "Disassembly of section "
 ENDLOOP0, ENDLOOP1 = 1, 2
 
 
-@dataclass(slots=True)
 class Insn:
-    addr: int                       # the instruction word holding it
-    text: str
-    vector: bool = False            # names an HVX register or vmem
-    mem_base: str | None = None     # base register of its memory operand
-    mem_store: bool = False
-    mem_vector: bool = False        # vmem/vmemu rather than memb/h/w/d
-    call: int | None = None         # direct call target; -1: callr (indirect)
-    jump: int | None = None         # direct jump target (conditional or not)
-    target_name: str | None = None  # the disassembler's own <name> for the target, if printed
-    loop: int | None = None         # 0/1: sets up hardware loop N (loopN / spNloopN)
-    loop_start: int | None = None
-    dest: str | None = None         # scalar register written (the high one of a pair)
-    dest_pair: str | None = None    # the low register of a pair written (r1:0 → r0)
-    sources: tuple[str, ...] = ()   # registers that dest is derived from (add / transfer)
-    pc_rel: int | None = None       # add(pc,##X): the packet address + X
+    """One instruction. Only what parse_insn finds is set on the instance; everything else is
+    the class default (a million instructions are created for a 5 MB library: keep it cheap)."""
+
+    vector = False            # names an HVX register or vmem
+    mem_base = None           # base register of its memory operand (str)
+    mem_store = False
+    mem_vector = False        # vmem/vmemu rather than memb/h/w/d
+    call = None               # direct call target; -1: callr (indirect)
+    jump = None               # direct jump target (conditional or not)
+    target_name = None        # the disassembler's own <name> for the target, if printed
+    loop = None               # 0/1: sets up hardware loop N (loopN / spNloopN)
+    loop_start = None
+    dest = None               # scalar register written (the high one of a pair)
+    dest_pair = None          # the low register of a pair written (r1:0 → r0)
+    sources: tuple[str, ...] = ()  # registers that dest is derived from (add / transfer)
+    pc_rel = None             # add(pc,##X): the packet address + X
+
+    def __init__(self, addr: int, text: str):
+        self.addr = addr      # the instruction word holding it
+        self.text = text
 
     @property
     def is_call(self) -> bool:
         return self.call is not None
+
+    def __repr__(self) -> str:
+        return f"Insn({self.addr:#x}, {self.text!r})"
 
 
 @dataclass(slots=True)

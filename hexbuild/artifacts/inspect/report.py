@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import bisect
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,21 +55,40 @@ class LibraryReport:
                 "warnings": self.warnings, "functions": [f.to_json() for f in self.functions]}
 
 
+PARALLEL_MIN_BYTES = 1 << 20  # below this one process is faster than starting workers
+_WORK: dict[str, Any] = {}    # what forked workers inherit: the library, its symbols, PLT names
+
+
 def inspect_library(path: Path, objdump: Objdump, *, func: re.Pattern[str] | None = None,
-                    with_lines: bool = True) -> LibraryReport:
+                    with_lines: bool = True, workers: int | None = None) -> LibraryReport:
+    """Disassemble, parse and analyse ``path``. A large library is cut at function boundaries
+    into one address window per CPU, each disassembled and analysed by its own process."""
     meta = read_meta(path)
     flags, warn = objdump.flags(meta.arch, path)
-    text = objdump.disassemble(path, flags)
-    functions = parse(text)
-    plt = plt_names(meta, [p for f in functions if f.section == ".plt" for p in f.packets])
-    rep = LibraryReport(path, path.name, meta.arch, objdump.name, flags, debug_info=meta.debug_info,
-                        parsed=functions, meta=meta)
+    rep = LibraryReport(path, path.name, meta.arch, objdump.name, flags, debug_info=meta.debug_info, meta=meta)
     if warn:
         rep.warnings.append(warn)
-    for fn in functions:
-        if fn.section == ".plt" or (func is not None and not func.search(fn.name)):
-            continue
-        rep.functions.append(analyze(fn, meta, plt))
+    windows = _windows(meta, workers if workers is not None else _cpus())
+    if not windows:
+        functions = parse(objdump.disassemble(path, flags))
+        plt = plt_names(meta, [p for f in functions if f.section == ".plt" for p in f.packets])
+        rep.parsed = functions
+        rep.functions = [analyze(fn, meta, plt) for fn in functions
+                         if fn.section != ".plt" and (func is None or func.search(fn.name))]
+    else:
+        import concurrent.futures
+        import multiprocessing
+
+        plt_fns = parse(objdump.disassemble(path, flags, start=meta.plt[0], stop=meta.plt[0] + meta.plt[1])) \
+            if meta.plt else []
+        _WORK.update(path=path, objdump=objdump, flags=flags, meta=meta, func=func,
+                     plt=plt_names(meta, [p for f in plt_fns for p in f.packets]))
+        try:
+            with concurrent.futures.ProcessPoolExecutor(len(windows), mp_context=multiprocessing.get_context("fork")) as pool:
+                for part in pool.map(_window, windows):
+                    rep.functions += part
+        finally:
+            _WORK.clear()
     unknown = sum(f.unknown for f in rep.functions)
     if unknown:
         rep.warnings.append(f"{path.name}: {unknown} instruction words were not decoded by {objdump.name} "
@@ -108,3 +129,38 @@ def libraries(target: Path, htp: list[str] | None = None) -> list[Path]:
         raise UsageError(f"{target}: no NPU libraries (lib/libggml-htp-vNN.so)",
                          hint="pass the install prefix of a Hexagon build, or one .so file")
     return [found[v] for v in wanted]
+
+
+def _cpus() -> int:
+    try:
+        return min(len(os.sched_getaffinity(0)), 8)
+    except AttributeError:
+        return min(os.cpu_count() or 1, 8)
+
+
+def _windows(meta: ElfMeta, n: int) -> list[tuple[int, int]]:
+    """[start, stop) windows over the code, cut at function starts, about equal in size; empty
+    when one process should do it all."""
+    code = [(s, e) for s, e, name in meta.exec_ranges if name != ".plt"]
+    if n < 2 or len(code) != 1 or code[0][1] - code[0][0] < PARALLEL_MIN_BYTES:
+        return []
+    lo, hi = code[0]
+    starts = sorted({s.addr for s in meta.symbols if lo < s.addr < hi})
+    cuts = [lo]
+    for k in range(1, n):
+        i = bisect.bisect_left(starts, lo + (hi - lo) * k // n)
+        if i < len(starts) and starts[i] > cuts[-1]:
+            cuts.append(starts[i])
+    cuts.append(hi)
+    return list(zip(cuts, cuts[1:]))
+
+
+def _window(window: tuple[int, int]) -> list[FunctionReport]:
+    w = _WORK
+    out = []
+    for fn in parse(w["objdump"].disassemble(w["path"], w["flags"], start=window[0], stop=window[1])):
+        if w["func"] is None or w["func"].search(fn.name):
+            rep = analyze(fn, w["meta"], w["plt"])
+            rep.spill_tags = {}  # only --disasm shows them; not worth sending back
+            out.append(rep)
+    return out
