@@ -162,6 +162,20 @@ def package_os(pkg: Path, flag: str | None, default: str) -> str:
     return meta_os if meta_os in ("android", "linux") else default
 
 
+def package_toolchain(pkg: Path) -> str:
+    """vendor or open: what built the package (manifests older than the open toolchain: vendor)."""
+    value = load_meta(pkg, strict=False).get("toolchain")
+    return value if value in ("vendor", "open") else "vendor"
+
+
+def cpu_only_note(meta: dict[str, Any]) -> str | None:
+    """One line for deploy and run when the package has no NPU libraries (``lacks: ["htp"]``)."""
+    if "htp" not in (meta.get("lacks") or []):
+        return None
+    return (f"this package was built with the {meta.get('toolchain') or 'open'} toolchain and has no NPU "
+            "libraries: it runs on the CPU only")
+
+
 def htp_versions_of(records: list[dict[str, Any]]) -> list[str]:
     found = {m.group(1) for r in records if r["path"].startswith("lib/")
              and (m := HTP_NAME.match(r["path"][4:]))}
@@ -188,7 +202,19 @@ def build_manifest(pkg: Path, meta: dict[str, Any] | None = None) -> dict[str, A
     entries = scan(pkg)
     if meta is None:
         meta = load_meta(pkg)
-    return assemble(meta, file_records(entries))
+    records = file_records(entries)
+    if meta.get("os") == "linux":
+        meta = {**meta, "glibc": glibc_record(pkg, records)}
+    return assemble(meta, records)
+
+
+def glibc_record(pkg: Path, records: list[dict[str, Any]]) -> dict[str, Any]:
+    """What a Linux package needs from the system's glibc and libstdc++: the highest version of
+    each family over all files ("needs") and per file, so deploy can refuse an older board."""
+    from .glibc import package_needs, summary
+
+    files = package_needs(pkg, [r["path"] for r in records if (r.get("elf") or {}).get("machine") == "AArch64"])
+    return {"needs": summary(files), "files": files}
 
 
 def dumps(manifest: dict[str, Any]) -> bytes:

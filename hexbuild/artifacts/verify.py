@@ -87,6 +87,9 @@ class VerifyReport:
     htp_versions: list[str]           # found in lib/
     expected_htp: list[str] | None    # asked for (None: whatever was found)
     checks: list[Check] = field(default_factory=list)
+    glibc: dict[str, Any] | None = None  # Linux: {"limit", "needs" (highest per family), "files"}
+    toolchain: str = "vendor"         # open: no NPU libraries expected
+    notes: list[str] = field(default_factory=list)
 
     @property
     def failures(self) -> int:
@@ -106,12 +109,17 @@ class VerifyReport:
     def to_json(self) -> dict[str, Any]:
         return {"ok": self.ok, "package": self.package, "os": self.os, "htp_versions": self.htp_versions,
                 "expected_htp": self.expected_htp, "checks": [c.to_json() for c in self.checks],
-                "warnings": self.warnings, "failures": self.failures}
+                "warnings": self.warnings, "failures": self.failures, "toolchain": self.toolchain,
+                "notes": self.notes, **({"glibc": self.glibc} if self.glibc is not None else {})}
 
 
-def verify_package(pkg: Path, *, os: str, htp_versions: list[str] | None = None) -> VerifyReport:
+def verify_package(pkg: Path, *, os: str, htp_versions: list[str] | None = None,
+                   glibc: str | None = None, toolchain: str | None = None) -> VerifyReport:
     """Check the package at ``pkg`` for ``os``; ``htp_versions`` must all be present (default:
-    the versions found). Raises UsageError only for bad arguments; findings go in the report."""
+    the versions found); Linux files must load on a system with ``glibc`` (e.g. "2.31") when it
+    is given. ``toolchain`` "open" expects no NPU libraries (default: what the package's
+    manifest says, else "vendor"). Raises UsageError only for bad arguments; findings go in the
+    report."""
     pkg = Path(pkg)
     if not pkg.is_dir():
         raise UsageError(f"package directory not found: {pkg}" if not pkg.exists()
@@ -119,12 +127,26 @@ def verify_package(pkg: Path, *, os: str, htp_versions: list[str] | None = None)
     if os not in OSES:
         raise UsageError(f"unknown OS {os!r}: expected one of {', '.join(OSES)}")
     expected = parse_htp_versions(htp_versions) if htp_versions is not None else None
-    return _Verifier(pkg, os, expected).run()
+    if glibc is not None:
+        if os != "linux":
+            raise UsageError("--glibc applies to Linux packages (--os linux)")
+        if not re.fullmatch(r"\d+\.\d+", glibc):
+            raise UsageError(f"--glibc must be a glibc version like 2.31, got {glibc!r}")
+    if toolchain is None:
+        from .manifest import package_toolchain
+
+        toolchain = package_toolchain(pkg)
+    return _Verifier(pkg, os, expected, glibc, toolchain).run()
 
 
 class _Verifier:
-    def __init__(self, pkg: Path, os: str, expected: list[str] | None):
+    def __init__(self, pkg: Path, os: str, expected: list[str] | None, glibc: str | None = None,
+                 toolchain: str = "vendor"):
         self.pkg = pkg
+        self.glibc = glibc
+        self.glibc_files: dict[str, dict[str, str]] = {}
+        self.toolchain = toolchain
+        self.notes: list[str] = []
         self.root = pkg.resolve()
         self.os = os
         self.sys = system_libs(os)
@@ -148,10 +170,13 @@ class _Verifier:
             self.add("bin/", "present", OK, f"{len(_entries(bin_))} entries")
         else:
             self.add("bin/", "present", WARN, "no bin/ directory: no programs to run")
-        self._check_htp_set(found)
-        if HOST_LIB not in provided:
-            self.add(f"lib/{HOST_LIB}", "present", FAIL,
-                     "missing: the CPU side of the Hexagon backend (built with GGML_HEXAGON=ON?)")
+        if self.toolchain == "open":
+            self._check_no_npu(found, provided)
+        else:
+            self._check_htp_set(found)
+            if HOST_LIB not in provided:
+                self.add(f"lib/{HOST_LIB}", "present", FAIL,
+                         "missing: the CPU side of the Hexagon backend (built with GGML_HEXAGON=ON?)")
 
         for name, path in lib_entries:
             rel = f"lib/{name}"
@@ -171,7 +196,13 @@ class _Verifier:
                 self._check_symlink(rel, path)
             elif path.is_file():
                 self._check_program(rel, path, provided)
-        return VerifyReport(str(self.pkg), self.os, found, self.expected, self.checks)
+        report = VerifyReport(str(self.pkg), self.os, found, self.expected, self.checks, toolchain=self.toolchain,
+                              notes=self.notes)
+        if self.os == "linux":
+            from .glibc import summary
+
+            report.glibc = {"limit": self.glibc, "needs": summary(self.glibc_files), "files": self.glibc_files}
+        return report
 
     # -- package level -----------------------------------------------------------------------
     def _check_htp_set(self, found: list[str]) -> None:
@@ -186,6 +217,18 @@ class _Verifier:
             if v not in self.expected:
                 self.add(f"lib/libggml-htp-{v}.so", "expected", WARN,
                          f"{v} is in the package but was not expected ({', '.join(self.expected) or 'none'}): left over from an older build?")
+
+    def _check_no_npu(self, found: list[str], provided: set[str]) -> None:
+        """An open-toolchain package (GGML_HEXAGON=OFF): no NPU libraries is expected, and said."""
+        npu = [f"lib/libggml-htp-{v}.so" for v in found] + ([f"lib/{HOST_LIB}"] if HOST_LIB in provided else [])
+        if npu:
+            self.add("lib/", "no NPU libraries", WARN, f"{', '.join(npu)} in an open-toolchain package, which "
+                                                        "builds none: left over from another build?")
+            return
+        note = ("no NPU libraries, as expected: built with the open toolchain (GGML_HEXAGON=OFF); "
+                "the programs run on the CPU only")
+        self.add("lib/", "no NPU libraries", OK, note)
+        self.notes.append(note)
 
     # -- one file ----------------------------------------------------------------------------
     def _resolves_to_file(self, path: Path) -> bool:
@@ -256,6 +299,7 @@ class _Verifier:
         soname = f" (soname {info.soname})" if info.soname else ""
         self.add(rel, "format", OK, info.describe() + soname)
         self._check_needed(rel, info, provided)
+        self._check_glibc(rel, path)
 
     def _check_program(self, rel: str, path: Path, provided: set[str]) -> None:
         if not is_elf(path):
@@ -282,6 +326,24 @@ class _Verifier:
         else:
             self.add(rel, "interpreter", OK, info.interpreter)
         self._check_needed(rel, info, provided)
+        self._check_glibc(rel, path)
+
+    def _check_glibc(self, rel: str, path: Path) -> None:
+        """The highest GLIBC_/GLIBCXX_/CXXABI_ version the file needs; with a limit, a file a
+        system of that glibc cannot load fails."""
+        if self.os != "linux":
+            return
+        from .glibc import key, needs
+
+        found = needs(path)
+        if not found:
+            return
+        self.glibc_files[rel] = found
+        detail = ", ".join(f"{fam}_{v}" for fam, v in found.items())
+        if self.glibc and "GLIBC" in found and key(found["GLIBC"]) > key(self.glibc):
+            self.add(rel, "glibc", FAIL, f"needs GLIBC_{found['GLIBC']}: a glibc {self.glibc} system cannot load it")
+        else:
+            self.add(rel, "glibc", OK, f"needs {detail}")
 
     def _check_needed(self, rel: str, info: ElfInfo, provided: set[str]) -> None:
         ours = [n for n in info.needed if n in provided]

@@ -19,12 +19,14 @@ def verify(
                                           help="Target OS (default: the package's manifest, else build.os)."),
     htp: Optional[List[str]] = typer.Option(None, "--htp", metavar="v73,v79",
                                             help="HTP versions that must be present (default: the ones found)."),
+    glibc: Optional[str] = typer.Option(None, "--glibc", metavar="X.Y",
+                                        help="Linux: fail for files a system with this glibc cannot load (e.g. 2.31)."),
     strict: bool = typer.Option(False, "--strict", help="Also run the inspect gate (in-loop HVX spills, helper "
                                 "calls in hot loops: exit 5 beyond the baseline); warnings exit 10."),
     baseline: Optional[str] = typer.Option(None, "--baseline", metavar="FILE",
                                            help="With --strict: accepted inspect findings (default: inspect.baseline)."),
 ) -> None:
-    """Check the NPU skels, the AArch64 programs and libraries, and every DT_NEEDED."""
+    """Check the NPU skels, the AArch64 programs and libraries, every DT_NEEDED and (Linux) the glibc they need."""
     from pathlib import Path
 
     from ..artifacts import package_os, parse_htp_versions, verify_package
@@ -35,7 +37,7 @@ def verify(
     expected = parse_htp_versions(htp) if htp else None
     path = Path(pkg)
     target_os = package_os(path, os_name, s["build.os"])
-    report = verify_package(path, os=target_os, htp_versions=expected)
+    report = verify_package(path, os=target_os, htp_versions=expected, glibc=glibc)
     if baseline and not strict:
         raise UsageError("--baseline goes with --strict (the inspect gate)")
     if strict:
@@ -45,6 +47,8 @@ def verify(
     ui.result(report.to_json(), _table(report, ui.verbose > 0))
     summary = (f"{report.package} ({report.os}, HTP {', '.join(report.htp_versions) or 'none'}): "
                f"{len(report.checks)} checks, {report.failures} failed, {report.warnings} warnings")
+    for note in report.notes:
+        ui.info(f"note: {note}")
     if report.ok:
         ui.info(summary)
         warned = [c for c in report.checks if c.status == "warn"]
@@ -52,6 +56,12 @@ def verify(
             raise WarningsFatal(f"{len(warned)} warning(s) and --strict makes them fatal (first: {warned[0].file}: "
                                 f"{warned[0].check}: {warned[0].detail})")
         return
+    too_new = [c for c in report.failed() if c.check == "glibc"]
+    if too_new:
+        files = ", ".join(f"{c.file} ({c.detail.split(':')[0].removeprefix('needs ')})" for c in too_new)
+        raise VerifyFailed(f"a glibc {glibc} system cannot load {len(too_new)} file(s): {files}",
+                           hint="deploy with --bundle-runtime (ships the package's own loader and libc), "
+                                "or build against an older glibc")
     first = report.failed()[0]
     more = f" (and {report.failures - 1} more)" if report.failures > 1 else ""
     raise VerifyFailed(f"{first.file}: {first.check}: {first.detail}{more}",

@@ -11,7 +11,8 @@ from ..ui import ui
 from .commands import Invocation, render
 from .execution import RunRecord, _slug, execute
 from .htp_sessions import check_sessions, sessions
-from .install import DEFAULT_MODELS, MANIFEST, PROMPTS_DIR, default_dest, installed_tools, read_manifest
+from .install import (DEFAULT_MODELS, MANIFEST, PROMPTS_DIR, default_dest, has_npu, installed_tools, loader_of,
+                      read_manifest, through_loader)
 from .knobs import knob_env
 from .revision import Revision
 
@@ -28,7 +29,7 @@ class RunRequest:
     prompt_file: str | None = None
     knobs: list[tuple[str, str]] = field(default_factory=list)
     extra: list[str] = field(default_factory=list)
-    threads: int | str = 6  # a str may be llama-bench's list syntax ("4,6")
+    threads: int | str | None = 6  # a str may be llama-bench's list syntax ("4,6"); None: the target's default
     ubatch: int | str = 1024
     batch: str | None = None
     bench_output: str | None = None  # llama-bench -o, forced by hexbuild bench
@@ -43,6 +44,7 @@ class Prepared:
     target: Any
     invocation: Invocation
     prompt_upload: tuple[Path, str] | None = None  # local prompt file → its path on the device
+    cpu_only: str | None = None  # the deployed package has no NPU libraries: the line to warn with
 
 
 def open_target(spec: str, settings):
@@ -112,7 +114,13 @@ def _prepare(target, req: RunRequest, *, offline_ok: bool) -> Prepared:
         if local.is_file():
             import hashlib
 
-            digest = hashlib.sha256(local.read_bytes()).hexdigest()[:12]
+            data = local.read_bytes()
+            try:
+                data.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise UsageError(f"prompt file {local} is not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start})",
+                                 hint=f"convert it, e.g. iconv -f latin1 -t utf-8 {local} > {local}.utf8") from None
+            digest = hashlib.sha256(data).hexdigest()[:12]
             prompt_path = f"{dest}/{PROMPTS_DIR}/{digest}-{_slug(local.name)}"
             prompt_upload = (local, prompt_path)
         elif req.prompt_file.startswith("/"):
@@ -123,17 +131,24 @@ def _prepare(target, req: RunRequest, *, offline_ok: bool) -> Prepared:
         raise UsageError("llama-bench takes no prompt file")
 
     inv = render(req.kind, rev=rev, dest=dest, models_dir=models_dir, sessions_=sess, knobs=knobs,
-                 model=req.model, prompt_path=prompt_path, extra=req.extra, threads=str(req.threads),
-                 ubatch=str(req.ubatch), batch=req.batch, bench_output=req.bench_output, installed=installed)
+                 model=req.model, prompt_path=prompt_path, extra=req.extra,
+                 threads=str(req.threads if req.threads is not None else (target.default_threads() or 6)),
+                 ubatch=str(req.ubatch), batch=req.batch, bench_output=req.bench_output, installed=installed,
+                 npu=has_npu(manifest))
     if installed is not None and "/" not in inv.tool and inv.argv[0].startswith("./bin/") \
             and inv.argv[0][len("./bin/"):] not in installed:
         raise EnvironmentMissing(f"{inv.argv[0][len('./bin/'):]} is not installed in {dest}/bin on {target.spec}",
                                  hint="deploy a build that has it")
-    return Prepared(target, inv, prompt_upload)
+    inv.argv = through_loader(inv.argv, loader_of((manifest or {}).get("runtime"), dest))
+    from ..artifacts.manifest import cpu_only_note
+
+    return Prepared(target, inv, prompt_upload, cpu_only_note(manifest or {}))
 
 
 def run(req: RunRequest, settings) -> RunRecord:
     prepared = prepare(req, settings)
+    if prepared.cpu_only:
+        ui.warn(prepared.cpu_only)
     with prepared.target as target:
         if prepared.prompt_upload:
             local, remote = prepared.prompt_upload

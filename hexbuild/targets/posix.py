@@ -71,6 +71,13 @@ d=$1
 while [ ! -d "$d" ]; do d=$(dirname "$d"); done
 printf 'dfdir %s\n' "$d"
 printf 'df %s\n' "$(df -Pk "$d" 2>/dev/null | tail -n 1)"'''
+# glibc's version, read three ways (getconf is in libc-bin, which every glibc system has)
+_GLIBC = r'''v=$(getconf GNU_LIBC_VERSION 2>/dev/null) && [ -n "$v" ] && { echo "$v"; exit 0; }
+v=$(ldd --version 2>&1 | head -n 1) && case "$v" in *[Gg][Ll][Ii][Bb][Cc]*|*"GNU libc"*) echo "$v"; exit 0;; esac
+for l in /lib/ld-linux-aarch64.so.1 /lib64/ld-linux-aarch64.so.1 /lib/aarch64-linux-gnu/ld-linux-aarch64.so.1; do
+  [ -x "$l" ] && "$l" --version 2>/dev/null | head -n 1 && exit 0
+done
+exit 0'''
 _LIST_STAT = r'''[ -d "$1" ] || exit 0
 cd "$1" || exit 1
 find . -type f -exec stat -c '%s %a %Y %n' {} +'''
@@ -264,11 +271,21 @@ class ShellTarget(Target):
                 "htp_versions": doc.get("htp_versions"), "ndev": doc.get("ndev"), "files": len(files),
                 "bytes": sum(int(f.get("size", 0)) for f in files if isinstance(f, dict))}
 
+    def glibc_version(self) -> str | None:
+        if self.os != "linux":
+            return None
+        from ..artifacts.glibc import parse_version
+
+        res = self.sh(_GLIBC, what="reading the glibc version", check=False)
+        return parse_version(res.out) if res.rc == 0 else None
+
     def probe_linux(self, dest: str, *, serial: str | None = None) -> DeviceInfo:
         """Facts of a Linux machine: the SoC from /sys/devices/soc0 or the device tree."""
         from . import socs
 
-        res = self.sh(_PROBE_LINUX, dest, what="probing the machine")
+        from .tools import PROBE_SCRIPT, parse_tools
+
+        res = self.sh(_PROBE_LINUX + "\n" + PROBE_SCRIPT, dest, what="probing the machine")
         info = DeviceInfo(target=self.spec, kind=self.kind, os=self.os, state="ready", serial=serial)
         facts: dict[str, str] = {}
         for line in res.out.splitlines():
@@ -279,6 +296,7 @@ class ShellTarget(Target):
         info.free_bytes = parse_df_available(facts.get("df", ""))
         info.extra["free_at"] = facts.get("dfdir")
         info.extra["installed"] = self.installed(dest)
+        info.extra["tools"] = parse_tools(res.out).to_json()
         info.abi = facts.get("abi") or None
         info.model = facts.get("dtmodel") or None
         candidates = [facts.get("machine", "")]
