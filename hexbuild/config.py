@@ -91,6 +91,9 @@ OPTIONS: dict[str, Option] = {o.key: o for o in [
     # ci
     _o("ci.strict", bool, False, "treat warnings as errors (on by default under CI=true)"),
     _o("release.dist_dir", str, "dist", "where release assets are written"),
+    # inspect
+    _o("inspect.baseline", str, "", "accepted inspect findings (hexbuild inspect --write-baseline), for the strict gate"),
+    _o("inspect.objdump", str, "", "disassembler for inspect (default: the newest llvm-objdump 17+ found)"),
 ]}
 
 SOURCES = ("default", "file", "env", "flag")

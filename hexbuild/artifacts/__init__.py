@@ -7,6 +7,7 @@ The build, deploy and release stages use this API:
 - ``verify_package(pkg, os=..., htp_versions=[...]) -> VerifyReport`` (``.ok``, ``.checks``, ``.to_json()``)
 - ``build_manifest(pkg, meta=None) -> dict`` and ``write_manifest(pkg, meta=None)`` (PKG/manifest.json)
 - ``write_package(pkg, out, meta=None) -> PackageResult(path, sha256, size, manifest)``
+- ``inspect`` (a subpackage, imported on demand): what the NPU code does, from the binary alone
 """
 
 from .elf import ElfInfo, NotElf, hexagon_arch, read_elf

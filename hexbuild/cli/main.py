@@ -27,7 +27,7 @@ from .common import state
 
 # Commands in the order `--help` lists them; each module defines register(app).
 COMMAND_MODULES = ["build", "verify", "package", "deploy", "run", "bench", "plan", "results",
-                   "release", "source", "toolchain", "config", "doctor", "explain"]
+                   "release", "source", "toolchain", "config", "doctor", "explain", "inspect"]
 
 
 def new_app() -> typer.Typer:

@@ -21,12 +21,16 @@ def verify(
                                             help="HTP versions that must be present (default: the ones found)."),
     glibc: Optional[str] = typer.Option(None, "--glibc", metavar="X.Y",
                                         help="Linux: fail for files a system with this glibc cannot load (e.g. 2.31)."),
+    strict: bool = typer.Option(False, "--strict", help="Also run the inspect gate (in-loop HVX spills, helper "
+                                "calls in hot loops: exit 5 beyond the baseline); warnings exit 10."),
+    baseline: Optional[str] = typer.Option(None, "--baseline", metavar="FILE",
+                                           help="With --strict: accepted inspect findings (default: inspect.baseline)."),
 ) -> None:
     """Check the NPU skels, the AArch64 programs and libraries, every DT_NEEDED and (Linux) the glibc they need."""
     from pathlib import Path
 
     from ..artifacts import package_os, parse_htp_versions, verify_package
-    from ..errors import VerifyFailed
+    from ..errors import UsageError, VerifyFailed, WarningsFatal
     from ..ui import ui
 
     s = common.settings(**{"build.os": os_name})
@@ -34,6 +38,12 @@ def verify(
     path = Path(pkg)
     target_os = package_os(path, os_name, s["build.os"])
     report = verify_package(path, os=target_os, htp_versions=expected, glibc=glibc)
+    if baseline and not strict:
+        raise UsageError("--baseline goes with --strict (the inspect gate)")
+    if strict:
+        from ..artifacts.inspect.gate import baseline_path, gate_checks
+
+        report.checks += gate_checks(path, baseline=baseline_path(s, baseline), objdump=s["inspect.objdump"] or None)
     ui.result(report.to_json(), _table(report, ui.verbose > 0))
     summary = (f"{report.package} ({report.os}, HTP {', '.join(report.htp_versions) or 'none'}): "
                f"{len(report.checks)} checks, {report.failures} failed, {report.warnings} warnings")
@@ -41,6 +51,10 @@ def verify(
         ui.info(f"note: {note}")
     if report.ok:
         ui.info(summary)
+        warned = [c for c in report.checks if c.status == "warn"]
+        if strict and warned:
+            raise WarningsFatal(f"{len(warned)} warning(s) and --strict makes them fatal (first: {warned[0].file}: "
+                                f"{warned[0].check}: {warned[0].detail})")
         return
     too_new = [c for c in report.failed() if c.check == "glibc"]
     if too_new:

@@ -97,6 +97,9 @@ class ReleaseStages:
             for c in report["checks"]:
                 if c["status"] == "warn":
                     ui.warn(f"verify ({built.os}): {c['file']}: {c['check']}: {c['detail']}")
+        if self.opts.strict:  # the kernel gate of hexbuild inspect: in-loop HVX spills, helpers in hot loops
+            from ..artifacts.inspect.gate import add_to_report
+            report = add_to_report(report, built.path, self.settings, lambda m: ui.warn(f"verify ({built.os}): {m}"))
         summary = _verify_summary(report)
         stage.data["verify"] = summary
         stage.summary = _verify_text(summary)

@@ -66,6 +66,17 @@ def diagnose_log(text: str) -> dict | None:
     return found.to_json()
 
 
+def _offer_addr2line(record: "RunRecord", text: str) -> None:
+    """A DSP crash in the log: keep its offsets and say how to map them to source lines."""
+    from ..artifacts.inspect.addr2line import addr2line_offer, crash_offsets
+
+    sites = crash_offsets(text)
+    if sites:
+        record.dsp_crash = [s.to_json() for s in sites]
+        ui.warn(f"the DSP crashed at {', '.join(f'{s.lib}+{s.offset:#x}' for s in sites[:3])}; "
+                f"map it to source lines with: {addr2line_offer(sites)}")
+
+
 @dataclass
 class RunRecord:
     target: str
@@ -78,6 +89,7 @@ class RunRecord:
     json_path: str | None = None
     error: str | None = None
     diagnosis: dict | None = None  # the first ggml-hex failure, explained (hexbuild.diagnose)
+    dsp_crash: list[dict[str, Any]] | None = None  # offsets into libggml-htp-vNN.so the log reported
 
     def to_json(self) -> dict[str, Any]:
         out = {"target": self.target, "tool": self.invocation.tool, "argv": self.invocation.argv,
@@ -87,6 +99,8 @@ class RunRecord:
             out["error"] = self.error
         if self.diagnosis:
             out["diagnosis"] = self.diagnosis
+        if self.dsp_crash:
+            out["dsp_crash"] = self.dsp_crash
         return out
 
 
@@ -137,6 +151,7 @@ def execute(target, inv: Invocation, *, results_dir: Path, passthrough: bool = T
     record = RunRecord(target.spec, inv, code, duration, str(log_path), b"".join(stdout_chunks),
                        results=parse_log(text, str(log_path)), error=error.message if error else None)
     record.diagnosis = diagnose_log(text)
+    _offer_addr2line(record, text)
     if save_json:
         json_path = results_dir / f"{stem}.json"
         atomic_write(json_path, json.dumps(record.to_json(), indent=2) + "\n")
