@@ -27,7 +27,7 @@ from typing import Any, Mapping, Sequence
 
 from ..errors import EnvironmentMissing, RemoteFailed
 from ..ui import ui
-from .base import ByteProgress, DeviceInfo, OutputSink
+from .base import ByteProgress, DeviceInfo, OutputSink, TargetCaps
 from .posix import ShellTarget, shell_command
 
 
@@ -209,6 +209,7 @@ class SshSession:
 class SshTarget(ShellTarget):
     kind = "ssh"
     os = "linux"
+    caps = TargetCaps(forward=True)
 
     def __init__(self, spec: str, session: SshSession, *, timeout: float = 15.0, transfer_timeout: float = 600.0):
         self.spec = spec
@@ -224,6 +225,21 @@ class SshTarget(ShellTarget):
         command = shell_command(argv, env, cwd)
         ui.command(["ssh", "-p", str(self.session.port), f"{self.session.user}@{self.session.host}", command])
         return self.session.exec(command, timeout=timeout or self.default_timeout, on_output=on_output)
+
+    def forward(self, local_port: int, remote_port: int):
+        """One SSH direct-tcpip channel per accepted connection, on this target's session."""
+        from .forward import ListenerForward, check_port_free
+
+        check_port_free(local_port)
+        transport = self.session.transport()  # connect (and check the host key) before listening
+
+        def open_channel():
+            return transport.open_channel("direct-tcpip", ("127.0.0.1", remote_port), ("127.0.0.1", 0),
+                                          timeout=self.default_timeout)
+
+        ui.detail(f"forwarding 127.0.0.1:{local_port} to 127.0.0.1:{remote_port} on {self.session.where} (SSH direct-tcpip)")
+        return ListenerForward(local_port, remote_port, open_channel, how=f"SSH tunnel to {self.session.where}",
+                               healthy=transport.is_active)
 
     def ensure_dirs(self, dirs: Sequence[str]) -> None:
         todo = sorted({d for d in dirs if d not in ("", "/")})
