@@ -85,11 +85,7 @@ def serve_command(
         ui.result(_ready_json(rec), _ready_text(rec))
         return
     server = serve.start(req, s, sink=serve.stderr_sink if not ui.quiet else None)
-    ui.result(_ready_json(server.record), _ready_text(server.record))
-    import sys
-
-    sys.stdout.flush()
-    serve.supervise(server)
+    serve.supervise(server, announce=lambda: ui.result(_ready_json(server.record), _ready_text(server.record)))
 
 
 def _ready_json(rec: dict) -> dict:

@@ -294,9 +294,12 @@ def stop(server: Server) -> None:
         server.target.close()
 
 
-def supervise(server: Server, *, poll: float = 1.0) -> None:
-    """Until Ctrl-C/SIGTERM (a clean stop) or a failure (raised after cleaning up)."""
+def supervise(server: Server, *, poll: float = 1.0, announce: Callable[[], None] | None = None) -> None:
+    """Until Ctrl-C/SIGTERM (a clean stop) or a failure (raised after cleaning up);
+    ``announce`` (printing the URL) runs inside, so a signal right after it still cleans up."""
     try:
+        if announce is not None:
+            announce()
         while True:
             if server.watcher.done.wait(poll):
                 break

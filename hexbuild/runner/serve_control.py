@@ -150,7 +150,7 @@ def stop(recs: list[dict[str, Any]], settings, *, grace: float = 45.0) -> list[d
         if serve_state.supervisor_alive(rec) and rec.get("supervisor_pid") != os.getpid():
             os.kill(int(rec["supervisor_pid"]), signal.SIGTERM)
             deadline = time.monotonic() + grace
-            while serve_state.read(port) is not None and serve_state.supervisor_alive(rec):
+            while serve_state.supervisor_alive(rec):  # it removes the record, then exits
                 if time.monotonic() > deadline:
                     break
                 time.sleep(0.1)

@@ -53,11 +53,15 @@ def process_start(pid: int) -> str | None:
 
 
 def supervisor_alive(rec: dict[str, Any]) -> bool:
+    """The recorded supervisor still runs (a zombie, exited but not yet reaped, does not)."""
     pid = rec.get("supervisor_pid")
     if not isinstance(pid, int):
         return False
-    started = process_start(pid)
-    return started is not None and started == rec.get("supervisor_start")
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return False
+    return fields[0] != "Z" and fields[19] == rec.get("supervisor_start")
 
 
 def write(rec: dict[str, Any]) -> Path:

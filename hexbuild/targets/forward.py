@@ -29,6 +29,7 @@ def check_port_free(port: int) -> None:
     """EnvironmentMissing naming the port (and its holder, when this machine can tell) when
     something already listens on 127.0.0.1:PORT."""
     s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # connections closing (TIME_WAIT) do not count
     try:
         s.bind(("127.0.0.1", port))
     except OSError as e:
@@ -129,6 +130,7 @@ class ListenerForward(Forward):
         self.how = how
         self._opener, self._healthy = opener, healthy
         self._sock = socket.socket()
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             self._sock.bind(("127.0.0.1", local_port))
         except OSError:

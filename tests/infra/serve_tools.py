@@ -1,0 +1,36 @@
+"""``http_stand_in``: the stand-in for llama-server on virtual phones and boards
+(tests/tools/http_stand_in.c, built here with the system C compiler), and ``serve_state``: a
+private hexbuild state directory for the test, with every server still recorded there stopped
+at the end (by its recorded PIDs, through ``hexbuild serve stop --all``)."""
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+TOOLS = Path(__file__).resolve().parent.parent / "tools"
+
+
+@pytest.fixture(scope="session")
+def http_stand_in(tmp_path_factory) -> Path:
+    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang-19")
+    if not cc:
+        pytest.fail("no C compiler (cc) to build tests/tools/http_stand_in.c: run scripts/setup-test-env.sh")
+    out = tmp_path_factory.mktemp("http-stand-in") / "llama-server"
+    subprocess.run([cc, "-O2", "-Wall", "-Werror", "-D_GNU_SOURCE", "-o", str(out), str(TOOLS / "http_stand_in.c")],
+                   check=True)
+    return out
+
+
+@pytest.fixture
+def serve_state(tmp_path, monkeypatch):
+    state = tmp_path / "state"
+    monkeypatch.setenv("XDG_STATE_HOME", str(state))
+    yield state / "hexbuild" / "servers"
+    from hexbuild.config import load
+    from hexbuild.runner import serve_control
+
+    leftovers = serve_control.select(target=None, port=None, all_=True)
+    if leftovers:
+        serve_control.stop(leftovers, load())
