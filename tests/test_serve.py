@@ -236,3 +236,109 @@ def test_stop_cleans_up_after_a_dead_supervisor(cli, serve_state, local_install,
     stop = cli("--json", "serve", "stop", "-t", spec)
     assert stop.rc == 0 and stop.json[0]["stopped"] == "directly"
     assert not pid_alive(r.json["pid"]) and port_free(port)
+
+
+# -- adb: a real adb forward on a virtual phone ------------------------------------------------------
+def test_adb_forward_on_a_virtual_phone(cli, serve_state, make_device, adb_server, http_stand_in, tiny_gguf):
+    dev = make_device()
+    spec = f"adb:{dev.serial}"
+    populate(spec, "/data/local/tmp/llama.cpp", {"llama-server": http_stand_in})
+    port, device_port = free_port(), free_port()  # the virtual phone shares this machine's network
+    r = serve_detach(cli, spec, tiny_gguf, port, "--device-port", str(device_port))
+    assert r.rc == 0, r.err
+    ready = r.json
+    assert ready["forward"] == "adb forward"
+    assert f"{dev.serial} tcp:{port} tcp:{device_port}" in adb_server("forward", "--list").stdout  # the adb server holds it
+    assert (dev.tmp / "gguf" / tiny_gguf.name).read_bytes() == tiny_gguf.read_bytes()
+    openai_round_trip(ready["url"])
+    assert curl(f"http://127.0.0.1:{port}/v1/models")["data"][0]["id"] == "stand-in"
+    assert cli("serve", "stop", "-t", spec).rc == 0
+    assert f"tcp:{port}" not in adb_server("forward", "--list").stdout and port_free(port)
+    assert dev.shell(f"kill -0 {ready['pid']}").returncode != 0  # gone on the phone
+
+
+def test_phone_disappearing_while_serving(serve_state, make_device, adb_server, http_stand_in, tiny_gguf):
+    """The phone's stand-in runs on this machine, so after the plug is pulled it is still there."""
+    dev = make_device()
+    spec = f"adb:{dev.serial}"
+    populate(spec, "/data/local/tmp/llama.cpp", {"llama-server": http_stand_in})
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "hexbuild.cli.main", "serve", "-t", spec, "--model", str(tiny_gguf),
+                             "--port", str(port), "--device-port", str(free_port()), "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().startswith(f"http://127.0.0.1:{port}/v1"), proc.stderr.read()
+        dev.kill()  # pull the plug
+        rc = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    err = proc.stderr.read()
+    assert rc == 11, err
+    assert "forward is removed" in err and f"tcp:{port}" not in adb_server("forward", "--list").stdout
+    assert port_free(port)
+    (rec,) = state_mod.records()  # kept: the server could not be stopped with the phone gone
+    assert rec["status"] == "lost" and pid_alive(rec["pid"])
+    dev.start()  # the phone is back: serve stop finishes the job
+    r = subprocess.run([sys.executable, "-m", "hexbuild.cli.main", "serve", "stop", "-t", spec],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert not pid_alive(rec["pid"]) and state_mod.records() == []
+
+
+# -- ssh://: a real SSH tunnel ------------------------------------------------------------------------
+@pytest.fixture
+def ssh_install(sshd_host, tmp_path, http_stand_in, monkeypatch):
+    for k, v in sshd_host.env.items():
+        monkeypatch.setenv(k, v)
+    spec = f"ssh://root@127.0.0.1:{sshd_host.port}"
+    dest = str(tmp_path / "board" / "llama.cpp")
+    from hexbuild.targets import parse_target
+
+    with parse_target(spec, sshd_host.settings) as t:
+        t.remove([dest], recursive=True)
+        t.push(http_stand_in, f"{dest}/bin/llama-server", mode=0o755)
+    return spec, dest
+
+
+def test_ssh_tunnel_detach_openai_stop(cli, serve_state, ssh_install, tiny_gguf, tmp_path):
+    spec, dest = ssh_install
+    port, device_port = free_port(), free_port()
+    r = serve_detach(cli, spec, tiny_gguf, port, "--dest", dest, "--models-dir", str(tmp_path / "board-models"),
+                     "--device-port", str(device_port))
+    assert r.rc == 0, r.err
+    ready = r.json
+    assert ready["forward"].startswith("SSH tunnel") and ready["device_port"] == device_port
+    openai_round_trip(ready["url"])
+    assert curl(f"http://127.0.0.1:{port}/health") == {"status": "ok"}
+    assert cli("serve", "stop", "--all").rc == 0
+    assert port_free(port) and port_free(device_port) and not pid_alive(ready["pid"])
+
+
+def sshd_children(sshd_pid: int) -> set[int]:
+    out = set()
+    for task in Path(f"/proc/{sshd_pid}/task").iterdir():
+        out.update(int(p) for p in (task / "children").read_text().split())
+    return out
+
+
+def test_ssh_connection_cut_while_serving(serve_state, sshd_host, ssh_install, tiny_gguf, tmp_path):
+    spec, dest = ssh_install
+    port = free_port()
+    before = sshd_children(sshd_host.proc.pid)
+    proc = subprocess.Popen([sys.executable, "-m", "hexbuild.cli.main", "serve", "-t", spec, "--model", str(tiny_gguf),
+                             "--port", str(port), "--device-port", str(free_port()), "--dest", dest,
+                             "--models-dir", str(tmp_path / "bm"), "-q"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().startswith(f"http://127.0.0.1:{port}/v1"), proc.stderr.read()
+        (rec,) = state_mod.records()
+        for pid in sshd_children(sshd_host.proc.pid) - before:  # cut hexbuild's SSH connection
+            os.kill(pid, signal.SIGKILL)
+        rc = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    err = proc.stderr.read()
+    assert rc == 11, err
+    assert "lost the connection" in err and "was stopped" in err  # reconnected once to stop it
+    assert port_free(port) and not pid_alive(rec["pid"]) and state_mod.records() == []
