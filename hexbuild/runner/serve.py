@@ -227,7 +227,7 @@ def _start(target, req: ServeRequest, settings, sink) -> Server:
 
     ui.info(f"starting {SERVER} on {req.target} (port {device_port})")
     ui.command(inv.command_line())
-    pid = background.start(target, target.program_argv(inv.argv), env=inv.env, cwd=inv.cwd, log=device_log)
+    pid = background.start(target, target.program_argv(inv.argv, inv.cwd), env=inv.env, cwd=inv.cwd, log=device_log)
     forward = None
     watcher = background.Watcher(target, pid, device_log, to_log)
     record = serve_state.new_record(

@@ -209,7 +209,7 @@ class SshSession:
 class SshTarget(ShellTarget):
     kind = "ssh"
     os = "linux"
-    caps = TargetCaps(forward=True)
+    caps = TargetCaps(glibc_check=True, forward=True)
 
     def __init__(self, spec: str, session: SshSession, *, timeout: float = 15.0, transfer_timeout: float = 600.0):
         self.spec = spec
