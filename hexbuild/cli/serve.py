@@ -44,7 +44,7 @@ def _request(s, *, target, model, package, port, device_port, ctx_size, ndev, de
         device_port=device_port, ctx=ctx_size,
         ndev=ndev if ndev is not None else (None if devices is not None else (s["run.ndev"] or None)),
         devices=devices, knobs=knobs, extra=extra, dest=s["deploy.dest"], models_dir=s["deploy.models_dir"],
-        threads=s["run.threads"], ubatch=s["run.ubatch"], allow_cpu_fallback=allow_cpu_fallback,
+        threads=None if s.origin("run.threads") == "default" else s["run.threads"], ubatch=s["run.ubatch"], allow_cpu_fallback=allow_cpu_fallback,
         ready_timeout=ready_timeout, stream_log=stream_log)
 
 

@@ -24,7 +24,7 @@ from typing import Any, Callable
 from ..errors import EnvironmentMissing, HexbuildError, RemoteFailed, UsageError
 from ..ui import ui
 from . import background, serve_state
-from .install import DEFAULT_MODELS, default_dest, installed_tools, read_manifest
+from .install import DEFAULT_MODELS, default_dest, has_npu, installed_tools, read_manifest
 from .openai_http import health, model_name
 from .request import RunRequest, _prepare, open_target
 
@@ -56,7 +56,7 @@ class ServeRequest:
     extra: list[str] = field(default_factory=list)
     dest: str = ""
     models_dir: str = ""
-    threads: int | str = 6
+    threads: int | str | None = None  # None: the target's default (6 on phones)
     ubatch: int | str = 1024
     allow_cpu_fallback: bool = False
     ready_timeout: float = READY_TIMEOUT
@@ -195,16 +195,13 @@ def _start(target, req: ServeRequest, settings, sink) -> Server:
                                  hint="serve --package PKG deploys it, or run hexbuild deploy first")
     if SERVER not in tools:
         raise EnvironmentMissing(f"the package on {target.spec}:{dest} has no {SERVER}", hint=BUILD_HINT)
-    files = {f.get("path") for f in (manifest or {}).get("files") or [] if isinstance(f, dict)}
     extra = list(req.extra)
-    if manifest and files and HEXAGON_LIB not in files:
+    if not has_npu(manifest):
         if not req.allow_cpu_fallback:
             raise EnvironmentMissing(f"the package on {target.spec}:{dest} has no Hexagon backend ({HEXAGON_LIB}): "
                                      "the model would run on the CPU",
                                      hint="deploy an NPU build, or pass --allow-cpu-fallback to serve from the CPU")
         ui.warn(f"the package on {target.spec} has no Hexagon backend: serving from the CPU (--allow-cpu-fallback)")
-        if not any(a in ("-dev", "--device") for a in extra):
-            extra += ["--device", "none"]
     if req.ctx is not None:
         extra += ["--ctx-size", str(req.ctx)]
     extra += ["--host", "127.0.0.1", "--port", str(device_port)]
@@ -267,8 +264,10 @@ def _wait_ready(server: Server, req: ServeRequest) -> None:
         if state == "ready":
             return
         if time.monotonic() > deadline:
+            errors = getattr(server.forward, "errors", None)
             raise RemoteFailed(f"{SERVER} on {req.target} was not ready within {req.ready_timeout:g}s "
-                               f"(/health: {state})", hint="a large model takes long to load: raise --ready-timeout")
+                               f"(/health: {state}" + (f"; the forward: {errors[-1]}" if errors else "") + ")",
+                               hint="a large model takes long to load: raise --ready-timeout")
         server.watcher.done.wait(0.2)
 
 

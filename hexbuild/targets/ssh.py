@@ -237,6 +237,17 @@ class SshTarget(ShellTarget):
             return transport.open_channel("direct-tcpip", ("127.0.0.1", remote_port), ("127.0.0.1", 0),
                                           timeout=self.default_timeout)
 
+        import paramiko
+
+        try:  # nothing listens there yet: "connection refused" is expected, "prohibited" is not
+            open_channel().close()
+        except paramiko.ChannelException as e:
+            if e.code == 1:  # administratively prohibited
+                raise EnvironmentMissing(f"{self.session.where} does not allow SSH port forwarding",
+                                         hint="set AllowTcpForwarding yes (or local) in the host's sshd_config") from None
+        except paramiko.SSHException as e:
+            raise RemoteFailed(f"{self.spec}: cannot open a channel: {e}") from None
+
         ui.detail(f"forwarding 127.0.0.1:{local_port} to 127.0.0.1:{remote_port} on {self.session.where} (SSH direct-tcpip)")
         return ListenerForward(local_port, remote_port, open_channel, how=f"SSH tunnel to {self.session.where}",
                                healthy=transport.is_active)

@@ -4,8 +4,9 @@
  * "listening" line, and answers what hexbuild serve and an OpenAI client ask over plain HTTP/1.1:
  * GET /health, GET /v1/models, POST /v1/chat/completions (a JSON answer with usage counts, or
  * server-sent events when the body asks for "stream": true). One connection at a time; each
- * answer closes the connection. Streamed tokens are STAND_IN_DELAY_MS apart (default 20), so
- * a test can kill the server in the middle of an answer.
+ * answer closes the connection. Streamed tokens are STAND_IN_DELAY_MS apart (default 0), so
+ * a test can kill the server in the middle of an answer; a request's "max_tokens" makes a streamed
+ * answer that long (default: one pass over the words), for benchmarks.
  *
  * Built by tests/infra/serve_tools.py with the system C compiler; no libraries beyond libc.
  */
@@ -45,7 +46,7 @@ static void sleep_ms(long ms) {
     nanosleep(&ts, NULL);
 }
 
-static void chat(int fd, int stream, long delay_ms) {
+static void chat(int fd, int stream, long delay_ms, size_t ntokens) {
     char buf[1024];
     if (!stream) {
         char text[256] = "";
@@ -61,21 +62,21 @@ static void chat(int fd, int stream, long delay_ms) {
     }
     const char *head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n";
     send_all(fd, head, strlen(head));
-    for (size_t i = 0; i < NWORDS; i++) {
+    for (size_t i = 0; i < ntokens; i++) {
         int n = snprintf(buf, sizeof buf,
                          "data: {\"id\":\"chatcmpl-stand-in\",\"object\":\"chat.completion.chunk\",\"created\":0,"
                          "\"model\":\"stand-in\",\"choices\":[{\"index\":0,\"finish_reason\":null,"
                          "\"delta\":{\"content\":\"%s\"}}]}\n\n",
-                         WORDS[i]);
+                         WORDS[i % NWORDS]);
         send_all(fd, buf, (size_t)n);
-        sleep_ms(delay_ms);
+        if (delay_ms > 0) sleep_ms(delay_ms);
     }
     int n = snprintf(buf, sizeof buf,
                      "data: {\"id\":\"chatcmpl-stand-in\",\"object\":\"chat.completion.chunk\",\"created\":0,"
                      "\"model\":\"stand-in\",\"choices\":[{\"index\":0,\"finish_reason\":\"stop\",\"delta\":{}}],"
                      "\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":%zu,\"total_tokens\":%zu}}\n\n"
                      "data: [DONE]\n\n",
-                     NWORDS, NWORDS + 5);
+                     ntokens, ntokens + 5);
     send_all(fd, buf, (size_t)n);
 }
 
@@ -104,7 +105,9 @@ static void handle(int fd, long delay_ms) {
     } else if (strncmp(req, "POST /v1/chat/completions ", 26) == 0) {
         char *body = end + 4;
         int stream = strstr(body, "\"stream\":true") != NULL || strstr(body, "\"stream\": true") != NULL;
-        chat(fd, stream, delay_ms);
+        char *mt = strstr(body, "\"max_tokens\":");
+        size_t ntokens = mt && atol(mt + 13) > 0 ? (size_t)atol(mt + 13) : NWORDS;
+        chat(fd, stream, delay_ms, ntokens);
     } else {
         respond(fd, 404, "application/json", "{\"error\":{\"code\":404,\"message\":\"File Not Found\"}}");
     }
@@ -118,7 +121,7 @@ int main(int argc, char **argv) {
         if (strcmp(argv[i], "--port") == 0) port = atoi(argv[i + 1]);
     }
     const char *d = getenv("STAND_IN_DELAY_MS");
-    long delay_ms = d ? atol(d) : 20;
+    long delay_ms = d ? atol(d) : 0;
     signal(SIGPIPE, SIG_IGN);
     int s = socket(AF_INET, SOCK_STREAM, 0);
     int one = 1;
