@@ -20,6 +20,7 @@ DEPLOY_FAILED = 7
 REMOTE_FAILED = 8
 PARSE_FAILED = 9
 WARNINGS_FATAL = 10
+REGRESSION = 11
 INTERRUPTED = 130
 
 EXIT_CODES: dict[int, str] = {
@@ -34,6 +35,7 @@ EXIT_CODES: dict[int, str] = {
     REMOTE_FAILED: "a command on a device failed (`run` passes the program's own exit code instead)",
     PARSE_FAILED: "nothing recognizable in a log or model file",
     WARNINGS_FATAL: "warnings were raised and --strict makes them fatal",
+    REGRESSION: "bench compare --fail-below found a regression beyond the noise of the repeats",
     INTERRUPTED: "interrupted (Ctrl-C or SIGTERM); containers and partial files were cleaned up",
 }
 
@@ -106,6 +108,11 @@ class ParseFailed(HexbuildError):
 class WarningsFatal(HexbuildError):
     exit_code = WARNINGS_FATAL
     kind = "strict"
+
+
+class RegressionFound(HexbuildError):
+    exit_code = REGRESSION
+    kind = "regression"
 
 
 class Interrupted(HexbuildError):

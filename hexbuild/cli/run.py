@@ -54,7 +54,7 @@ def split_passthrough(ctx: Any, args: list[str]) -> list[str]:
 
 def run_command(
     ctx: typer.Context,
-    kind: str = typer.Argument(..., metavar="KIND", help="completion, cli, bench, server or tool."),
+    kind: str = typer.Argument(..., metavar="KIND", help="completion, cli, bench, server, tool or mtmd."),
     target: Optional[str] = typer.Option(None, "-t", "--target", help="Target (default: run.target)."),
     ndev: Optional[int] = typer.Option(None, "--ndev", min=1, max=16, help="HTP sessions HTP0..HTP{N-1}."),
     devices: Optional[str] = typer.Option(None, "--devices", help="Device list, e.g. HTP0:0,HTP0:1 (newer revisions)."),
@@ -92,6 +92,8 @@ def run_command(
     if print_only:
         prepared = runner.prepare(req, s, offline_ok=True)
         prepared.target.close()
+        if prepared.cpu_only:
+            ui.warn(prepared.cpu_only)
         inv = prepared.invocation
         ui.result({"target": req.target, **inv.to_json()}, inv.command_line())
         return
