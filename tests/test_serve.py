@@ -273,7 +273,7 @@ def test_phone_disappearing_while_serving(serve_state, make_device, adb_server, 
         if proc.poll() is None:
             proc.kill()
     err = proc.stderr.read()
-    assert rc == 11, err
+    assert rc == 12, err
     assert "forward is removed" in err and f"tcp:{port}" not in adb_server("forward", "--list").stdout
     assert port_free(port)
     (rec,) = state_mod.records()  # kept: the server could not be stopped with the phone gone
@@ -339,6 +339,6 @@ def test_ssh_connection_cut_while_serving(serve_state, sshd_host, ssh_install, t
         if proc.poll() is None:
             proc.kill()
     err = proc.stderr.read()
-    assert rc == 11, err
+    assert rc == 12, err
     assert "lost the connection" in err and "was stopped" in err  # reconnected once to stop it
     assert port_free(port) and not pid_alive(rec["pid"]) and state_mod.records() == []

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ..errors import EnvironmentMissing, HexbuildError, RemoteFailed, UsageError
+from ..errors import DeviceLost, EnvironmentMissing, HexbuildError, RemoteFailed, UsageError
 from ..ui import ui
 from . import background, serve_state
 from .install import DEFAULT_MODELS, default_dest, has_npu, installed_tools, read_manifest
@@ -33,13 +33,6 @@ READY_TIMEOUT = 600.0  # a large model takes minutes to load and repack
 SERVER = "llama-server"
 HEXAGON_LIB = "lib/libggml-hexagon.so"
 BUILD_HINT = "build it: hexbuild build --build-target llama-server (then serve with --package PKG)"
-
-
-class DeviceLost(HexbuildError):
-    """The device, or the link to it, went away while serving (exit 11)."""
-
-    exit_code = 11
-    kind = "device-lost"
 
 
 @dataclass
