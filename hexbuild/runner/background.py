@@ -21,65 +21,83 @@ TEXT_LIMIT = 4 << 20  # bytes of log kept for the start-up checks
 
 # The program ignores SIGHUP (inherited across exec), so closing the session that started it
 # (adb shell, SSH exec) does not end it; its stdin is /dev/null and its output goes to the log.
-START = r'''log=$1; shift
+# Printed: its PID and its start time (clock ticks after boot), which identify it later even if
+# the PID is reused — shell builtins only (a phone's toybox may lack tr, grep or cut).
+STAT = r"""stat_of() {
+  s=
+  [ -r "/proc/$1/stat" ] && read -r s < "/proc/$1/stat" 2>/dev/null
+  s=${s##*") "}
+  set -- $s
+  state=${1:-}; start=${20:-}
+}
+"""
+
+START = STAT + r"""log=$1; shift
 mkdir -p "${log%/*}" || exit 1
 trap '' HUP
 "$@" </dev/null >"$log" 2>&1 &
-echo "$!"'''
+pid=$!
+stat_of "$pid"
+echo "$pid $start"
+"""
 
-WATCH = r'''pid=$1; log=$2; mark=$3
+# "Running": the PID exists, was started when recorded, and is not a zombie (exited, not yet
+# reaped: its parent is gone and the device's init is slow, or no init at all).
+RUNNING = STAT + r"""running() {
+  stat_of "$1"
+  [ -n "$state" ] && [ "$state" != Z ] && { [ -z "$2" ] || [ "$start" = "$2" ]; }
+}
+"""
+
+WATCH = RUNNING + r"""pid=$1; log=$2; mark=$3; since=$4
 tail -n +1 -f "$log" 2>/dev/null & t=$!
-while kill -0 "$pid" 2>/dev/null; do sleep 1; done
+while running "$pid" "$since"; do sleep 1; done
 sleep 1
 kill "$t" 2>/dev/null
 wait "$t" 2>/dev/null
-printf '\n%s\n' "$mark" >&2'''
+printf '\n%s\n' "$mark" >&2"""
 
-# Only a process whose command line still names the program is signalled: a PID recorded long
-# ago may belong to something else by now.
-STOP = r'''pid=$1; name=$2
-[ -r "/proc/$pid/cmdline" ] || exit 0
-case "$(tr '\000' ' ' < "/proc/$pid/cmdline")" in *"$name"*) ;; *) exit 0;; esac
+STOP = RUNNING + r"""pid=$1; since=$2
+running "$pid" "$since" || exit 0
 kill -TERM "$pid" 2>/dev/null || exit 0
 i=0
-while kill -0 "$pid" 2>/dev/null; do
+while running "$pid" "$since"; do
   i=$((i + 1))
   if [ "$i" -gt 50 ]; then kill -KILL "$pid" 2>/dev/null; break; fi
   sleep 0.2
 done
-exit 0'''
+exit 0"""
 
-ALIVE = r'''pid=$1; name=$2
-[ -r "/proc/$pid/cmdline" ] || exit 1
-case "$(tr '\000' ' ' < "/proc/$pid/cmdline")" in *"$name"*) exit 0;; esac
-exit 1'''
+ALIVE = RUNNING + r"""running "$1" "$2" """
 
 
-def start(target, argv: Sequence[str], *, env: dict[str, str], cwd: str, log: str) -> int:
-    """Start ``argv`` on the target in the background; its PID there."""
+def start(target, argv: Sequence[str], *, env: dict[str, str], cwd: str, log: str) -> tuple[int, str]:
+    """Start ``argv`` on the target in the background: (its PID there, its start time)."""
     res = target.capture(["sh", "-c", START, "sh", log, *argv], env=env, cwd=cwd)
     out = res.out.strip().splitlines()
-    if res.rc != 0 or not out or not out[-1].isdigit():
+    words = out[-1].split() if out else []
+    if res.rc != 0 or not words or not words[0].isdigit():
         why = (res.err.strip() or res.out.strip() or f"exit code {res.rc}").splitlines()[-1]
         raise RemoteFailed(f"cannot start {argv[0]} on {target.spec}: {why}")
-    return int(out[-1])
+    return int(words[0]), (words[1] if len(words) > 1 else "")
 
 
-def stop(target, pid: int, name: str, *, timeout: float = 30.0) -> None:
-    """SIGTERM, then SIGKILL after 10 s; nothing when the PID is gone or is another program."""
-    target.capture(["sh", "-c", STOP, "sh", str(pid), name], timeout=timeout)
+def stop(target, pid: int, since: str, *, timeout: float = 30.0) -> None:
+    """SIGTERM, then SIGKILL after 10 s; nothing when the PID is gone or is another process."""
+    target.capture(["sh", "-c", STOP, "sh", str(pid), since], timeout=timeout)
 
 
-def alive(target, pid: int, name: str) -> bool:
-    return target.capture(["sh", "-c", ALIVE, "sh", str(pid), name]).rc == 0
+def alive(target, pid: int, since: str) -> bool:
+    return target.capture(["sh", "-c", ALIVE, "sh", str(pid), since]).rc == 0
 
 
 class Watcher:
     """Streams the device log to ``sink`` from a thread; ``done`` is set when the stream ends,
     ``exited`` tells whether it ended because the program did (else the link was cut)."""
 
-    def __init__(self, target, pid: int, log: str, sink: Callable[[bytes], None], *, keep_lines: int = 40):
-        self.target, self.pid, self.log, self.sink = target, pid, log, sink
+    def __init__(self, target, pid: int, since: str, log: str, sink: Callable[[bytes], None], *,
+                 keep_lines: int = 40):
+        self.target, self.pid, self.since, self.log, self.sink = target, pid, since, log, sink
         self.tail: deque[str] = deque(maxlen=keep_lines)
         self.text = bytearray()  # everything, for the start-up checks
         self.exited = False
@@ -107,7 +125,7 @@ class Watcher:
 
     def _run(self) -> None:
         try:
-            self.target.run(["sh", "-c", WATCH, "sh", str(self.pid), self.log, EXITED_MARK],
+            self.target.run(["sh", "-c", WATCH, "sh", str(self.pid), self.log, EXITED_MARK, self.since],
                             timeout=10 * 365 * 86400.0, on_output=self._on_output)
         except HexbuildError as e:
             self.error = e

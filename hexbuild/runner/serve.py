@@ -66,7 +66,7 @@ class Server:
 
     target: Any
     pid: int
-    program: str  # what the device's command line names (STOP checks it)
+    since: str  # its start time on the device: with the PID, it names this process only
     local_port: int
     device_port: int
     device_log: str
@@ -217,19 +217,20 @@ def _start(target, req: ServeRequest, settings, sink) -> Server:
 
     ui.info(f"starting {SERVER} on {req.target} (port {device_port})")
     ui.command(inv.command_line())
-    pid = background.start(target, target.program_argv(inv.argv, inv.cwd), env=inv.env, cwd=inv.cwd, log=device_log)
+    pid, since = background.start(target, target.program_argv(inv.argv, inv.cwd), env=inv.env, cwd=inv.cwd,
+                                  log=device_log)
     forward = None
-    watcher = background.Watcher(target, pid, device_log, to_log)
+    watcher = background.Watcher(target, pid, since, device_log, to_log)
     record = serve_state.new_record(
         target=req.target, kind=target.kind, local_port=req.port, device_port=device_port, pid=pid,
-        program=SERVER, model=req.model, url=f"http://127.0.0.1:{req.port}/v1", log=str(local_log),
+        pid_start=since, model=req.model, url=f"http://127.0.0.1:{req.port}/v1", log=str(local_log),
         device_log=device_log, dest=dest, detached=req.detached, argv=inv.argv, env=inv.env)
     try:
         serve_state.write(record)
         forward = target.forward(req.port, device_port)
         record.update(forward=forward.how, serial=getattr(target, "serial", None))
         serve_state.write(record)
-        server = Server(target, pid, SERVER, req.port, device_port, device_log, forward, watcher, record, log_file)
+        server = Server(target, pid, since, req.port, device_port, device_log, forward, watcher, record, log_file)
         _wait_ready(server, req)
         dispatch_proof(watcher.startup_text(), allow_cpu_fallback=req.allow_cpu_fallback)
         server.model_name = model_name(req.port) or posixpath.basename(model)
@@ -237,7 +238,7 @@ def _start(target, req: ServeRequest, settings, sink) -> Server:
         serve_state.write(record)
         return server
     except BaseException:
-        _undo(target, pid, forward, req.port)
+        _undo(target, pid, since, forward, req.port)
         log_file.close()
         raise
 
@@ -264,11 +265,11 @@ def _wait_ready(server: Server, req: ServeRequest) -> None:
         server.watcher.done.wait(0.2)
 
 
-def _undo(target, pid: int, forward, port: int) -> None:
+def _undo(target, pid: int, since: str, forward, port: int) -> None:
     if forward is not None:
         forward.close()
     try:
-        background.stop(target, pid, SERVER)
+        background.stop(target, pid, since)
     except HexbuildError as e:
         ui.warn(f"could not stop {SERVER} (PID {pid}) on {target.spec}: {e.message}")
     serve_state.remove(port)
@@ -278,7 +279,7 @@ def stop(server: Server) -> None:
     """Stop the server by its PID, remove the forward and the record."""
     server.forward.close()
     try:
-        background.stop(server.target, server.pid, server.program)
+        background.stop(server.target, server.pid, server.since)
     finally:
         server.watcher.done.wait(3.0)  # its stream ends with the program
         _close_log(server)
@@ -323,7 +324,7 @@ def _ended(server: Server) -> None:
     stopped = False
     try:
         server.target.close()
-        background.stop(server.target, server.pid, server.program, timeout=15.0)
+        background.stop(server.target, server.pid, server.since, timeout=15.0)
         stopped = True
     except HexbuildError:
         pass

@@ -169,7 +169,7 @@ def _stop_orphan(rec: dict[str, Any], settings) -> None:
         os.kill(int(rec["supervisor_pid"]), signal.SIGKILL)
     with parse_target(str(rec["target"]), settings) as target:
         try:
-            background.stop(target, int(rec["pid"]), str(rec.get("program") or "llama-server"))
+            background.stop(target, int(rec["pid"]), str(rec.get("pid_start") or ""))
         except HexbuildError as e:
             raise type(e)(f"could not stop the server (PID {rec.get('pid')}) on {rec.get('target')}: {e.message}",
                           hint=e.hint) from None
