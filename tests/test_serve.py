@@ -342,3 +342,27 @@ def test_ssh_connection_cut_while_serving(serve_state, sshd_host, ssh_install, t
     assert rc == 12, err
     assert "lost the connection" in err and "was stopped" in err  # reconnected once to stop it
     assert port_free(port) and not pid_alive(rec["pid"]) and state_mod.records() == []
+
+
+@pytest.mark.parametrize("form", ["adb://", "adb+ssh://"])
+def test_forward_through_the_adb_servers_tcp_service(form, cli, serve_state, make_device, adb_server, sshd_host,
+                                                      http_stand_in, tiny_gguf, monkeypatch):
+    """A remote adb server (adb://) or a phone on an SSH host (adb+ssh://): `adb forward` would
+    listen on that other host, so hexbuild listens here and carries each connection through the
+    adb server's own tcp:PORT service; the adb server's forward list stays empty."""
+    dev = make_device()
+    if form == "adb://":
+        spec = f"adb://127.0.0.1:{adb_server.port}/{dev.serial}"
+    else:
+        for k, v in sshd_host.env.items():
+            monkeypatch.setenv(k, v)
+        spec = f"adb+ssh://root@127.0.0.1:{sshd_host.port}/{dev.serial}"
+    populate(f"adb:{dev.serial}", "/data/local/tmp/llama.cpp", {"llama-server": http_stand_in})
+    port = free_port()
+    r = serve_detach(cli, spec, tiny_gguf, port, "--device-port", str(free_port()))
+    assert r.rc == 0, r.err
+    assert r.json["forward"].startswith("adb tcp:")
+    assert adb_server("forward", "--list").stdout.strip() == ""
+    openai_round_trip(r.json["url"])
+    assert cli("serve", "stop", "--all").rc == 0
+    assert port_free(port) and not pid_alive(r.json["pid"])
