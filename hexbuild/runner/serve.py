@@ -166,7 +166,7 @@ def _start(target, req: ServeRequest, settings, sink) -> Server:
     dest = target.expand(req.dest or default_dest(target))
     models_dir = target.expand(req.models_dir or DEFAULT_MODELS.get(os_name, DEFAULT_MODELS["linux"]))
     device_port = req.device_port or req.port
-    if target.kind == "local" and device_port != req.port:
+    if target.kind in ("local", "qemu") and device_port != req.port:
         raise UsageError(f"{target.spec} runs the server on this machine: --device-port must equal --port")
     local = Path(req.model).expanduser()
     push = local if local.is_file() else None
