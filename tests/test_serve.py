@@ -238,6 +238,21 @@ def test_stop_cleans_up_after_a_dead_supervisor(cli, serve_state, local_install,
     assert not pid_alive(r.json["pid"]) and port_free(port)
 
 
+def serve_until_lost(args: list[str], port: int, fault) -> tuple[int, str]:
+    """A foreground `hexbuild serve ARGS` (its own process); ``fault()`` once it is ready; its
+    exit code and stderr once it ends."""
+    proc = subprocess.Popen([sys.executable, "-m", "hexbuild.cli.main", "serve", *args, "--device-port",
+                             str(free_port()), "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().startswith(f"http://127.0.0.1:{port}/v1"), proc.stderr.read()
+        fault()
+        rc = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return rc, proc.stderr.read()
+
+
 # -- adb: a real adb forward on a virtual phone ------------------------------------------------------
 def test_adb_forward_on_a_virtual_phone(cli, serve_state, make_device, adb_server, http_stand_in, tiny_gguf):
     dev = make_device()
@@ -263,16 +278,8 @@ def test_phone_disappearing_while_serving(serve_state, make_device, adb_server, 
     spec = f"adb:{dev.serial}"
     populate(spec, "/data/local/tmp/llama.cpp", {"llama-server": http_stand_in})
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "hexbuild.cli.main", "serve", "-t", spec, "--model", str(tiny_gguf),
-                             "--port", str(port), "--device-port", str(free_port()), "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout.readline().startswith(f"http://127.0.0.1:{port}/v1"), proc.stderr.read()
-        dev.kill()  # pull the plug
-        rc = proc.wait(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    err = proc.stderr.read()
+    rc, err = serve_until_lost(["-t", spec, "--model", str(tiny_gguf), "--port", str(port)], port,
+                               dev.kill)  # pull the plug
     assert rc == 12, err
     assert "forward is removed" in err and f"tcp:{port}" not in adb_server("forward", "--list").stdout
     assert port_free(port)
@@ -325,20 +332,16 @@ def test_ssh_connection_cut_while_serving(serve_state, sshd_host, ssh_install, t
     spec, dest = ssh_install
     port = free_port()
     before = sshd_children(sshd_host.proc.pid)
-    proc = subprocess.Popen([sys.executable, "-m", "hexbuild.cli.main", "serve", "-t", spec, "--model", str(tiny_gguf),
-                             "--port", str(port), "--device-port", str(free_port()), "--dest", dest,
-                             "--models-dir", str(tmp_path / "bm"), "-q"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout.readline().startswith(f"http://127.0.0.1:{port}/v1"), proc.stderr.read()
-        (rec,) = state_mod.records()
-        for pid in sshd_children(sshd_host.proc.pid) - before:  # cut hexbuild's SSH connection
+    recs = []
+
+    def cut() -> None:
+        recs.extend(state_mod.records())
+        for pid in sshd_children(sshd_host.proc.pid) - before:  # hexbuild's SSH connection
             os.kill(pid, signal.SIGKILL)
-        rc = proc.wait(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    err = proc.stderr.read()
+
+    rc, err = serve_until_lost(["-t", spec, "--model", str(tiny_gguf), "--port", str(port), "--dest", dest,
+                                "--models-dir", str(tmp_path / "bm")], port, cut)
+    (rec,) = recs
     assert rc == 12, err
     assert "lost the connection" in err and "was stopped" in err  # reconnected once to stop it
     assert port_free(port) and not pid_alive(rec["pid"]) and state_mod.records() == []

@@ -3,24 +3,16 @@
 private hexbuild state directory for the test, with every server still recorded there stopped
 at the end (by its recorded PIDs, through ``hexbuild serve stop --all``)."""
 
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
-TOOLS = Path(__file__).resolve().parent.parent / "tools"
+from tests.infra.runner_tools import build_c_tool
 
 
 @pytest.fixture(scope="session")
 def http_stand_in(tmp_path_factory) -> Path:
-    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang-19")
-    if not cc:
-        pytest.fail("no C compiler (cc) to build tests/tools/http_stand_in.c: run scripts/setup-test-env.sh")
-    out = tmp_path_factory.mktemp("http-stand-in") / "llama-server"
-    subprocess.run([cc, "-O2", "-Wall", "-Werror", "-D_GNU_SOURCE", "-o", str(out), str(TOOLS / "http_stand_in.c")],
-                   check=True)
-    return out
+    return build_c_tool("http_stand_in.c", tmp_path_factory.mktemp("http-stand-in") / "llama-server", "-D_GNU_SOURCE")
 
 
 @pytest.fixture
