@@ -128,6 +128,19 @@ def test_chat_uses_a_running_server(cli, serve_state, local_install, tiny_gguf, 
     assert not port_free(port)  # still serving
 
 
+def test_chat_interactive_reads_questions_from_stdin(serve_state, local_install, tiny_gguf, tmp_path):
+    spec, _ = local_install
+    port = free_port()
+    cp = subprocess.run([sys.executable, "-m", "hexbuild.cli.main", "--json", "chat", "-t", spec, "--model", str(tiny_gguf),
+                         "--port", str(port), "--system", "be brief"],
+                        input="first question\n\nsecond one\n/exit\nnever asked\n", capture_output=True, text=True,
+                        timeout=120, env={**os.environ, "HEXBUILD_DEPLOY_MODELS_DIR": str(tmp_path / "m")})
+    assert cp.returncode == 0, cp.stderr
+    answers = json.loads(cp.stdout)
+    assert [a["answer"] for a in answers] == ["hello from the stand-in server."] * 2
+    assert cp.stderr.count("time to first token") == 2 and port_free(port)
+
+
 # -- faults ------------------------------------------------------------------------------------------
 def test_port_in_use_is_named(cli, serve_state, local_install, tiny_gguf):
     spec, _ = local_install
