@@ -66,12 +66,10 @@ def test_real_server_on_the_board_through_an_ssh_tunnel(cli, serve_state, tmp_pa
     for k, v in virtual_board.env.items():
         monkeypatch.setenv(k, v)
     dest, models = "/opt/serve/llama.cpp", "/opt/serve/gguf"
-    r = cli("--json", "deploy", str(real_linux_package), "-t", virtual_board.spec, "--dest", dest,
-            "--models-dir", models, "--model", str(tiny_gguf), "--bundle-runtime")
-    assert r.rc == 0, r.err
     port, device_port = free_port(), free_port()
-    r = cli("--json", "serve", "-t", virtual_board.spec, "--dest", dest, "--models-dir", models, "--model",
-            tiny_gguf.name, "--port", str(port), "--device-port", str(device_port), "--ctx", "512",
+    r = cli("--json", "serve", "-t", virtual_board.spec, "--package", str(real_linux_package), "--bundle-runtime",
+            "--dest", dest, "--models-dir", models, "--model", str(tiny_gguf),
+            "--port", str(port), "--device-port", str(device_port), "--ctx", "512",
             "--allow-cpu-fallback", "--ready-timeout", "180", "--detach", "--", "-t", "2")
     assert r.rc == 0, r.err
     ready = r.json

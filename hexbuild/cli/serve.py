@@ -61,6 +61,8 @@ def serve_command(
     devices: Optional[str] = typer.Option(None, "--devices", help="Device list, e.g. HTP0:0,HTP0:1 (newer revisions)."),
     dest: Optional[str] = typer.Option(None, "--dest", help="Install directory on the target."),
     models_dir: Optional[str] = typer.Option(None, "--models-dir", help="Models directory on the target."),
+    bundle_runtime: Optional[bool] = typer.Option(None, "--bundle-runtime/--no-bundle-runtime",
+                                                  help="With --package: ship the glibc runtime (as deploy does)."),
     detach: bool = typer.Option(False, "--detach", help="Return once ready; stop later with hexbuild serve stop."),
     allow_cpu_fallback: bool = typer.Option(False, "--allow-cpu-fallback", help="Serve even when the model runs on the CPU."),
     ready_timeout: float = typer.Option(600.0, "--ready-timeout", min=1, help="Seconds to wait for /health."),
@@ -74,7 +76,8 @@ def serve_command(
     from ..ui import ui
 
     s = common.settings(**{"run.target": target, "run.model": model, "deploy.dest": dest,
-                           "deploy.models_dir": models_dir, "run.ndev": ndev})
+                           "deploy.models_dir": models_dir, "run.ndev": ndev,
+                           "deploy.bundle_runtime": bundle_runtime})
     req = _request(s, target=target, model=model, package=package, port=port, device_port=device_port,
                    ctx_size=ctx_size, ndev=ndev, devices=devices, dest=dest, models_dir=models_dir,
                    allow_cpu_fallback=allow_cpu_fallback, ready_timeout=ready_timeout,

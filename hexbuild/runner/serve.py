@@ -117,13 +117,22 @@ def _deploy(target, req: ServeRequest, dest: str, models_dir: str, push_model: P
             task = progress.add_task(push_model.name, total=plan.push_bytes or None)
             push_models(target, models_dir, plan, lambda n: progress.update(task, advance=n), lambda _: None)
         return
-    opts = DeployOptions(dest=dest, models=models, models_dir=models_dir)
+    opts = DeployOptions(dest=dest, models=models, models_dir=models_dir,
+                         bundle_runtime=bool(_setting(settings, "deploy.bundle_runtime", False)),
+                         sysroot=str(_setting(settings, "linux.sysroot", "") or ""))
     with ui.progress() as progress:
         opts.progress = progress
         results = deploy(Path(pkg), [target], opts)
     for r in results:
         ui.info(f"deploy {r.target}: {r.status}, {r.files_pushed} files pushed")
     raise_for_failures(results)
+
+
+def _setting(settings, key: str, default: Any) -> Any:
+    try:
+        return settings[key]
+    except (KeyError, TypeError):
+        return default
 
 
 def dispatch_proof(startup_log: str, *, allow_cpu_fallback: bool) -> None:
