@@ -293,7 +293,7 @@ def test_phone_disappearing_while_serving(serve_state, make_device, adb_server, 
     port = free_port()
     rc, err = serve_until_lost(["-t", spec, "--model", str(tiny_gguf), "--port", str(port)], port,
                                dev.kill)  # pull the plug
-    assert rc == 12, err
+    assert rc == 14, err
     assert "forward is removed" in err and f"tcp:{port}" not in adb_server("forward", "--list").stdout
     assert port_free(port)
     (rec,) = state_mod.records()  # kept: the server could not be stopped with the phone gone
@@ -355,7 +355,7 @@ def test_ssh_connection_cut_while_serving(serve_state, sshd_host, ssh_install, t
     rc, err = serve_until_lost(["-t", spec, "--model", str(tiny_gguf), "--port", str(port), "--dest", dest,
                                 "--models-dir", str(tmp_path / "bm")], port, cut)
     (rec,) = recs
-    assert rc == 12, err
+    assert rc == 14, err
     assert "lost the connection" in err and "was stopped" in err  # reconnected once to stop it
     assert port_free(port) and not pid_alive(rec["pid"]) and state_mod.records() == []
 
