@@ -30,8 +30,8 @@ serve_app = typer.Typer(cls=ServeGroup, invoke_without_command=True, no_args_is_
                         epilog=SERVE_EPILOG)
 
 
-def _request(s, *, target, model, package, port, device_port, ctx_size, ndev, devices, dest, models_dir,
-             allow_cpu_fallback, ready_timeout, knobs, extra, stream_log):
+def _request(s, *, package, port, device_port, ctx_size, ndev, devices, allow_cpu_fallback, ready_timeout, knobs,
+             extra, stream_log):
     from ..errors import UsageError
     from ..runner.serve import DEFAULT_PORT, ServeRequest
 
@@ -78,9 +78,8 @@ def serve_command(
     s = common.settings(**{"run.target": target, "run.model": model, "deploy.dest": dest,
                            "deploy.models_dir": models_dir, "run.ndev": ndev,
                            "deploy.bundle_runtime": bundle_runtime})
-    req = _request(s, target=target, model=model, package=package, port=port, device_port=device_port,
-                   ctx_size=ctx_size, ndev=ndev, devices=devices, dest=dest, models_dir=models_dir,
-                   allow_cpu_fallback=allow_cpu_fallback, ready_timeout=ready_timeout,
+    req = _request(s, package=package, port=port, device_port=device_port, ctx_size=ctx_size, ndev=ndev,
+                   devices=devices, allow_cpu_fallback=allow_cpu_fallback, ready_timeout=ready_timeout,
                    knobs=ctx.meta.get("hexbuild.knobs", []), extra=ctx.meta.get("hexbuild.extra", []),
                    stream_log=not ui.quiet)
     if detach:
@@ -161,8 +160,7 @@ def chat_command(
     from ..runner.chat import ChatOptions, run_chat
 
     s = common.settings(**{"run.target": target, "run.model": model})
-    req = _request(s, target=target, model=model, package=package, port=port, device_port=None,
-                   ctx_size=ctx_size, ndev=ndev, devices=None, dest=None, models_dir=None,
+    req = _request(s, package=package, port=port, device_port=None, ctx_size=ctx_size, ndev=ndev, devices=None,
                    allow_cpu_fallback=allow_cpu_fallback, ready_timeout=600.0,
                    knobs=ctx.meta.get("hexbuild.knobs", []), extra=ctx.meta.get("hexbuild.extra", []),
                    stream_log=False)
