@@ -46,6 +46,8 @@ def deploy_one(target: Target, pkg: Package | None, models: list[Model], opts: D
         _require_ready(target, info)
         require_tools(target, info)  # asked in the probe's call; names a missing tool before anything changes
         lay = Layout(dest)
+        if not opts.rollback:  # refused before anything on the device changes, the lock included
+            res.glibc = check_glibc(target, pkg, bundled=bool(opts.runtime_files))
         if not opts.dry_run:
             lock = DeployLock(target, lay, wait=opts.wait, stale=opts.stale_lock)
             lock.acquire()
@@ -55,7 +57,6 @@ def deploy_one(target: Target, pkg: Package | None, models: list[Model], opts: D
             return res
         models_dir = _absolute(target, opts.models_dir or DEFAULT_MODELS.get(target.os, DEFAULT_MODELS["android"]),
                                "models directory")
-        res.glibc = check_glibc(target, pkg, bundled=bool(opts.runtime_files))
         want = dict(pkg.files)
         want.update(opts.runtime_files)
         scripts = launch_scripts_for(target, info, pkg, dest, models_dir, opts)
