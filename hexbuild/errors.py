@@ -21,6 +21,7 @@ REMOTE_FAILED = 8
 PARSE_FAILED = 9
 WARNINGS_FATAL = 10
 REGRESSION = 11
+DEVICE_LOST = 14
 INTERRUPTED = 130
 
 EXIT_CODES: dict[int, str] = {
@@ -36,6 +37,7 @@ EXIT_CODES: dict[int, str] = {
     PARSE_FAILED: "nothing recognizable in a log or model file",
     WARNINGS_FATAL: "warnings were raised and --strict makes them fatal",
     REGRESSION: "bench compare --fail-below found a regression beyond the noise of the repeats",
+    DEVICE_LOST: "the device, or the connection to it, went away while serving (the forward is removed)",
     INTERRUPTED: "interrupted (Ctrl-C or SIGTERM); containers and partial files were cleaned up",
 }
 
@@ -118,3 +120,10 @@ class RegressionFound(HexbuildError):
 class Interrupted(HexbuildError):
     exit_code = INTERRUPTED
     kind = "interrupted"
+
+
+class DeviceLost(HexbuildError):
+    """The device, or the link to it, went away while hexbuild serve was serving from it."""
+
+    exit_code = DEVICE_LOST
+    kind = "device-lost"

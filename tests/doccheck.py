@@ -233,9 +233,10 @@ def _free_prefix(cmd: Any) -> str | None:
     """The option prefix a command accepts with any name (``hexbuild run``'s ``--hex-KNOB``)."""
     try:
         from hexbuild.cli.run import PassthroughCommand
+        from hexbuild.cli.serve import ServeGroup
     except ImportError:
         return None
-    return "--hex-" if isinstance(cmd, PassthroughCommand) else None
+    return "--hex-" if isinstance(cmd, (PassthroughCommand, ServeGroup)) else None
 
 
 def check_argv(root: Any, argv: list[str]) -> list[str]:
@@ -310,7 +311,7 @@ def check_argv(root: Any, argv: list[str]) -> list[str]:
         i += 1
     if wants_help:
         return problems
-    if _is_group(cmd):
+    if _is_group(cmd) and not getattr(cmd, "invoke_without_command", False):
         problems.append(f"{' '.join(path)}: needs a subcommand ({', '.join(sorted(cmd.commands))})")
         return problems
     args = [p for p in cmd.params if p.param_type_name == "argument"]

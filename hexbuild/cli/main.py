@@ -26,8 +26,10 @@ from ..ui import ui
 from .common import state
 
 # Commands in the order `--help` lists them; each module defines register(app).
-COMMAND_MODULES = ["build", "verify", "package", "deploy", "run", "bench", "plan", "results",
+COMMAND_MODULES = ["build", "verify", "package", "deploy", "run", "serve", "bench", "plan", "results",
                    "release", "source", "toolchain", "config", "doctor", "explain", "inspect"]
+# Commands registered by a module of another name.
+COMMAND_HOMES = {"chat": "serve"}
 
 
 def new_app() -> typer.Typer:
@@ -164,6 +166,7 @@ def command_module(argv: list[str]) -> str | None:
                 return None
             i += 1
             continue
+        arg = COMMAND_HOMES.get(arg, arg)
         return arg if arg in COMMAND_MODULES else None
     return None
 

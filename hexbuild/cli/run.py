@@ -18,32 +18,38 @@ class PassthroughCommand(TyperCommand):
     ``--`` verbatim for the device program (click alone would mix both into one list)."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        from ..errors import UsageError
+        return super().parse_args(ctx, split_passthrough(ctx, args))
 
-        if "--" in args:
-            i = args.index("--")
-            head, extra = args[:i], args[i + 1:]
+
+def split_passthrough(ctx: Any, args: list[str]) -> list[str]:
+    """Take ``--hex-<knob> VALUE`` flags and everything after ``--`` out of ``args`` (into
+    ``ctx.meta``); the rest is for click."""
+    from ..errors import UsageError
+
+    if "--" in args:
+        i = args.index("--")
+        head, extra = args[:i], args[i + 1:]
+    else:
+        head, extra = args, []
+    knobs: list[tuple[str, str]] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(head):
+        arg = head[i]
+        if arg.startswith("--hex-"):
+            name, eq, value = arg[len("--hex-"):].partition("=")
+            if not eq:
+                if i + 1 >= len(head):
+                    raise UsageError(f"{arg} needs a value")
+                value = head[i + 1]
+                i += 1
+            knobs.append((name, value))
         else:
-            head, extra = args, []
-        knobs: list[tuple[str, str]] = []
-        rest: list[str] = []
-        i = 0
-        while i < len(head):
-            arg = head[i]
-            if arg.startswith("--hex-"):
-                name, eq, value = arg[len("--hex-"):].partition("=")
-                if not eq:
-                    if i + 1 >= len(head):
-                        raise UsageError(f"{arg} needs a value")
-                    value = head[i + 1]
-                    i += 1
-                knobs.append((name, value))
-            else:
-                rest.append(arg)
-            i += 1
-        ctx.meta["hexbuild.knobs"] = knobs
-        ctx.meta["hexbuild.extra"] = extra
-        return super().parse_args(ctx, rest)
+            rest.append(arg)
+        i += 1
+    ctx.meta["hexbuild.knobs"] = knobs
+    ctx.meta["hexbuild.extra"] = extra
+    return rest
 
 
 def run_command(

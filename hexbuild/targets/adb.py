@@ -18,7 +18,7 @@ from ..errors import EnvironmentMissing, HexbuildError, RemoteFailed, UsageError
 from ..ui import ui
 from . import socs
 from .adbproto import AdbClient, AdbConnectError, AdbError, AdbStreamClosed, AdbTimeout, DeviceEntry, tcp_connector
-from .base import ByteProgress, DeviceInfo, OutputSink
+from .base import ByteProgress, DeviceInfo, OutputSink, TargetCaps
 from .posix import ShellTarget, not_ready_message, parse_df_available, shell_command
 from .tools import PROBE_SCRIPT, parse_tools
 
@@ -43,6 +43,8 @@ def local_server_port() -> int:
 class AdbTarget(ShellTarget):
     kind = "adb"
     os = "android"
+    caps = TargetCaps(forward=True)
+    local_server = False  # the adb server runs on this machine (adb forward listens here)
 
     def __init__(self, spec: str, client: AdbClient, serial: str | None, *, server: str,
                  timeout: float = 15.0, transfer_timeout: float = 600.0,
@@ -169,6 +171,20 @@ class AdbTarget(ShellTarget):
     def _display_prefix(self, serial: str) -> list[str]:
         return ["adb", "-s", serial]
 
+    def forward(self, local_port: int, remote_port: int):
+        from .forward import AdbServerForward, ListenerForward, check_port_free
+
+        serial = self._serial()
+        check_port_free(local_port)
+        if self.local_server:
+            ui.command(self._display_prefix(serial) + ["forward", "--no-rebind", f"tcp:{local_port}", f"tcp:{remote_port}"])
+            return self._call(AdbServerForward, self.client, serial, local_port, remote_port)
+
+        def open_stream():
+            return self._call(self.client.open_tcp, serial, remote_port, timeout=self.default_timeout)
+
+        return ListenerForward(local_port, remote_port, open_stream, how=f"adb tcp:{remote_port} via {self.server}")
+
     def send_file(self, local: Path, remote: str, progress: ByteProgress | None = None) -> None:
         serial = self._serial()
         ui.command(self._display_prefix(serial) + ["push", str(local), remote])
@@ -201,8 +217,10 @@ def local_client(timeout: float) -> AdbClient:
 
 def local_target(spec: str, serial: str | None, *, timeout: float, transfer_timeout: float) -> AdbTarget:
     port = local_server_port()
-    return AdbTarget(spec, local_client(timeout), serial, server=f"the local adb server (port {port})",
-                     timeout=timeout, transfer_timeout=transfer_timeout, start_server=start_local_server)
+    t = AdbTarget(spec, local_client(timeout), serial, server=f"the local adb server (port {port})",
+                  timeout=timeout, transfer_timeout=transfer_timeout, start_server=start_local_server)
+    t.local_server = True
+    return t
 
 
 def remote_target(spec: str, host: str, port: int, serial: str | None, *, timeout: float,

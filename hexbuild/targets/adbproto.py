@@ -246,6 +246,44 @@ class AdbClient:
             on_output("stdout", head)
         return int(tail.strip() or b"255")
 
+    # -- ports ----------------------------------------------------------------------------------------
+    def forward(self, serial: str, local: str, remote: str) -> None:
+        """``adb forward --no-rebind LOCAL REMOTE`` (``tcp:PORT`` specs): the adb server listens
+        on this machine's loopback and carries each connection to the device's port."""
+        with self.connect() as c:
+            c.request(f"host-serial:{serial}:forward:norebind:{local};{remote}")
+            # a second status follows once the listener is installed (or could not be)
+            status = c.recv_exact(4)
+            if status == b"FAIL":
+                raise AdbError(c.read_string().strip() or "FAIL")
+            if status != b"OKAY":
+                raise AdbError(f"unexpected answer from the adb server: {status!r}")
+
+    def kill_forward(self, serial: str, local: str) -> None:
+        with self.connect() as c:
+            c.request(f"host-serial:{serial}:killforward:{local}")
+
+    def list_forward(self) -> list[tuple[str, str, str]]:
+        """(serial, local, remote) for every forward the server holds."""
+        out = []
+        for line in self.host_query("host:list-forward").splitlines():
+            parts = line.split()
+            if len(parts) == 3:
+                out.append((parts[0], parts[1], parts[2]))
+        return out
+
+    def open_tcp(self, serial: str, port: int, *, timeout: float) -> Stream:
+        """A byte stream to ``127.0.0.1:PORT`` on the device, carried by the adb server (what a
+        forward does per connection, without a listener on the server's host)."""
+        c = self.transport(serial, timeout)
+        try:
+            c.request(f"tcp:{port}")
+        except BaseException:
+            c.close()
+            raise
+        c.s.settimeout(None)
+        return c.s
+
     # -- sync (files) -----------------------------------------------------------------------------
     def push(self, serial: str, local: Path, remote: str, *, mode: int, timeout: float,
              progress: Callable[[int], None] | None = None) -> None:

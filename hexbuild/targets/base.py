@@ -9,7 +9,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 OutputSink = Callable[[str, bytes], None]  # (stream name "stdout"|"stderr", chunk)
 ByteProgress = Callable[[int], None]  # bytes transferred since the last call
@@ -129,6 +129,18 @@ class Target(ABC):
         rc = self.run(argv, env=env, cwd=cwd, timeout=timeout,
                       on_output=lambda stream, chunk: (out if stream == "stdout" else err).append(chunk))
         return Captured(rc, b"".join(out), b"".join(err))
+
+    def forward(self, local_port: int, remote_port: int) -> "Any":
+        """Make the device's 127.0.0.1:``remote_port`` reachable at this machine's
+        127.0.0.1:``local_port`` (targets with ``caps.forward``); returns a targets.forward.Forward
+        the caller closes."""
+        self.require("forward", "forward a port")
+        raise NotImplementedError
+
+    def program_argv(self, argv: Sequence[str], cwd: str | None = None) -> list[str]:
+        """How the device's shell starts a program of the install (``qemu:`` puts its emulator
+        in front of AArch64 programs)."""
+        return list(argv)
 
     def preflight(self) -> None:
         """Check what this machine itself needs for the target (EnvironmentMissing), before any work."""

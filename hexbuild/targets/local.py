@@ -12,7 +12,7 @@ from typing import Mapping, Sequence
 
 from ..errors import EnvironmentMissing, RemoteFailed
 from ..ui import ui
-from .base import ByteProgress, DeviceInfo, OutputSink
+from .base import ByteProgress, DeviceInfo, OutputSink, TargetCaps
 from .posix import ShellTarget
 
 CHUNK = 1024 * 1024
@@ -21,6 +21,7 @@ CHUNK = 1024 * 1024
 class LocalTarget(ShellTarget):
     kind = "local"
     os = "linux"
+    caps = TargetCaps(forward=True)
 
     def __init__(self, spec: str, root: str, *, timeout: float = 15.0, transfer_timeout: float = 600.0):
         self.spec = spec
@@ -73,6 +74,14 @@ class LocalTarget(ShellTarget):
             sel.close()
             p.stdout.close()
             p.stderr.close()
+
+    def forward(self, local_port: int, remote_port: int):
+        from ..errors import UsageError
+        from .forward import DirectPort
+
+        if local_port != remote_port:  # one machine, one port
+            raise UsageError(f"{self.spec}: the program listens on this machine; its port is the local port {local_port}")
+        return DirectPort(local_port, remote_port)
 
     def send_file(self, local: Path, remote: str, progress: ByteProgress | None = None) -> None:
         dst = Path(remote)

@@ -52,7 +52,7 @@ def find_qemu() -> str:
 class QemuTarget(LocalTarget):
     kind = "qemu"
     os = "linux"
-    caps = TargetCaps(package_oses=("linux",), glibc_check=True)
+    caps = TargetCaps(package_oses=("linux",), glibc_check=True, forward=True)
 
     def __init__(self, spec: str, root: str, *, sysroot: str = "", timeout: float = 15.0,
                  transfer_timeout: float = 600.0):
@@ -103,6 +103,9 @@ class QemuTarget(LocalTarget):
         if not path or not is_aarch64_elf(path):
             return list(argv)
         return [self.qemu, "-L", str(self.sysroot), "--", *argv]
+
+    def program_argv(self, argv: Sequence[str], cwd: str | None = None) -> list[str]:
+        return self.emulated(argv, cwd)
 
     def run(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str | None = None,
             timeout: float | None = None, on_output: OutputSink | None = None) -> int:

@@ -229,7 +229,7 @@ class SshSession:
 class SshTarget(ShellTarget):
     kind = "ssh"
     os = "linux"
-    caps = TargetCaps(glibc_check=True)
+    caps = TargetCaps(glibc_check=True, forward=True)
 
     def __init__(self, spec: str, session: SshSession, *, timeout: float = 15.0, transfer_timeout: float = 600.0):
         self.spec = spec
@@ -245,6 +245,32 @@ class SshTarget(ShellTarget):
         command = shell_command(argv, env, cwd)
         ui.command(["ssh", "-p", str(self.session.port), f"{self.session.user}@{self.session.host}", command])
         return self.session.exec(command, timeout=timeout or self.default_timeout, on_output=on_output)
+
+    def forward(self, local_port: int, remote_port: int):
+        """One SSH direct-tcpip channel per accepted connection, on this target's session."""
+        from .forward import ListenerForward, check_port_free
+
+        check_port_free(local_port)
+        transport = self.session.transport()  # connect (and check the host key) before listening
+
+        def open_channel():
+            return transport.open_channel("direct-tcpip", ("127.0.0.1", remote_port), ("127.0.0.1", 0),
+                                          timeout=self.default_timeout)
+
+        import paramiko
+
+        try:  # nothing listens there yet: "connection refused" is expected, "prohibited" is not
+            open_channel().close()
+        except paramiko.ChannelException as e:
+            if e.code == 1:  # administratively prohibited
+                raise EnvironmentMissing(f"{self.session.where} does not allow SSH port forwarding",
+                                         hint="set AllowTcpForwarding yes (or local) in the host's sshd_config") from None
+        except paramiko.SSHException as e:
+            raise RemoteFailed(f"{self.spec}: cannot open a channel: {e}") from None
+
+        ui.detail(f"forwarding 127.0.0.1:{local_port} to 127.0.0.1:{remote_port} on {self.session.where} (SSH direct-tcpip)")
+        return ListenerForward(local_port, remote_port, open_channel, how=f"SSH tunnel to {self.session.where}",
+                               healthy=transport.is_active)
 
     def ensure_dirs(self, dirs: Sequence[str]) -> None:
         todo = sorted({d for d in dirs if d not in ("", "/")})

@@ -190,7 +190,7 @@ PubkeyAuthentication yes
 PermitRootLogin prohibit-password
 UsePAM no
 StrictModes no
-AllowTcpForwarding no
+AllowTcpForwarding local
 Subsystem sftp internal-sftp
 ChrootDirectory {merged}
 """)

@@ -13,14 +13,18 @@ import pytest
 TOOLS = Path(__file__).resolve().parent.parent / "tools"
 
 
-@pytest.fixture(scope="session")
-def argv_echo(tmp_path_factory) -> Path:
+def build_c_tool(source: str, out: Path, *flags: str) -> Path:
+    """tests/tools/<source> compiled for this machine with the system C compiler."""
     cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang-19")
     if not cc:
-        pytest.fail("no C compiler (cc) to build tests/tools/argv_echo.c: run scripts/setup-test-env.sh")
-    out = tmp_path_factory.mktemp("argv-echo") / "argv_echo"
-    subprocess.run([cc, "-O2", "-Wall", "-Werror", "-o", str(out), str(TOOLS / "argv_echo.c")], check=True)
+        pytest.fail(f"no C compiler (cc) to build tests/tools/{source}: run scripts/setup-test-env.sh")
+    subprocess.run([cc, "-O2", "-Wall", "-Werror", *flags, "-o", str(out), str(TOOLS / source)], check=True)
     return out
+
+
+@pytest.fixture(scope="session")
+def argv_echo(tmp_path_factory) -> Path:
+    return build_c_tool("argv_echo.c", tmp_path_factory.mktemp("argv-echo") / "argv_echo")
 
 
 @pytest.fixture(scope="session")

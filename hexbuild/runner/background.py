@@ -1,0 +1,145 @@
+"""A program left running on a target after the command that started it returns (llama-server
+for ``hexbuild serve``): started detached with its output in a log file on the device, watched
+through one long-lived command that streams the log and ends when the program does, and
+stopped by its PID.
+
+All of it is small POSIX sh (Android's mksh/toybox, Linux's dash/coreutils) with data passed as
+positional arguments, never pasted into the script.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from typing import Callable, Sequence
+
+from ..errors import HexbuildError, RemoteFailed
+
+# Printed by WATCH on stderr once the program is gone: a stream that ends without it was cut.
+EXITED_MARK = "\x1ehexbuild: the program exited"
+TEXT_LIMIT = 4 << 20  # bytes of log kept for the start-up checks
+
+# The program ignores SIGHUP (inherited across exec), so closing the session that started it
+# (adb shell, SSH exec) does not end it; its stdin is /dev/null and its output goes to the log.
+# Printed: its PID and its start time (clock ticks after boot), which identify it later even if
+# the PID is reused — shell builtins only (a phone's toybox may lack tr, grep or cut).
+STAT = r"""stat_of() {
+  s=
+  [ -r "/proc/$1/stat" ] && read -r s < "/proc/$1/stat" 2>/dev/null
+  s=${s##*") "}
+  set -- $s
+  state=${1:-}; start=${20:-}
+}
+"""
+
+START = STAT + r"""log=$1; shift
+mkdir -p "${log%/*}" || exit 1
+trap '' HUP
+"$@" </dev/null >"$log" 2>&1 &
+pid=$!
+stat_of "$pid"
+echo "$pid $start"
+"""
+
+# "Running": the PID exists, was started when recorded, and is not a zombie (exited, not yet
+# reaped: its parent is gone and the device's init is slow, or no init at all).
+RUNNING = STAT + r"""running() {
+  stat_of "$1"
+  [ -n "$state" ] && [ "$state" != Z ] && { [ -z "$2" ] || [ "$start" = "$2" ]; }
+}
+"""
+
+WATCH = RUNNING + r"""pid=$1; log=$2; mark=$3; since=$4
+tail -n +1 -f "$log" 2>/dev/null & t=$!
+while running "$pid" "$since"; do sleep 1; done
+sleep 1
+kill "$t" 2>/dev/null
+wait "$t" 2>/dev/null
+printf '\n%s\n' "$mark" >&2"""
+
+STOP = RUNNING + r"""pid=$1; since=$2
+running "$pid" "$since" || exit 0
+kill -TERM "$pid" 2>/dev/null || exit 0
+i=0
+while running "$pid" "$since"; do
+  i=$((i + 1))
+  if [ "$i" -gt 50 ]; then kill -KILL "$pid" 2>/dev/null; break; fi
+  sleep 0.2
+done
+exit 0"""
+
+ALIVE = RUNNING + r"""running "$1" "$2" """
+
+
+def start(target, argv: Sequence[str], *, env: dict[str, str], cwd: str, log: str) -> tuple[int, str]:
+    """Start ``argv`` on the target in the background: (its PID there, its start time)."""
+    res = target.capture(["sh", "-c", START, "sh", log, *argv], env=env, cwd=cwd)
+    out = res.out.strip().splitlines()
+    words = out[-1].split() if out else []
+    if res.rc != 0 or not words or not words[0].isdigit():
+        why = (res.err.strip() or res.out.strip() or f"exit code {res.rc}").splitlines()[-1]
+        raise RemoteFailed(f"cannot start {argv[0]} on {target.spec}: {why}")
+    return int(words[0]), (words[1] if len(words) > 1 else "")
+
+
+def stop(target, pid: int, since: str, *, timeout: float = 30.0) -> None:
+    """SIGTERM, then SIGKILL after 10 s; nothing when the PID is gone or is another process."""
+    target.capture(["sh", "-c", STOP, "sh", str(pid), since], timeout=timeout)
+
+
+def alive(target, pid: int, since: str) -> bool:
+    return target.capture(["sh", "-c", ALIVE, "sh", str(pid), since]).rc == 0
+
+
+class Watcher:
+    """Streams the device log to ``sink`` from a thread; ``done`` is set when the stream ends,
+    ``exited`` tells whether it ended because the program did (else the link was cut)."""
+
+    def __init__(self, target, pid: int, since: str, log: str, sink: Callable[[bytes], None], *,
+                 keep_lines: int = 40):
+        self.target, self.pid, self.since, self.log, self.sink = target, pid, since, log, sink
+        self.tail: deque[str] = deque(maxlen=keep_lines)
+        self.text = bytearray()  # everything, for the start-up checks
+        self.exited = False
+        self.error: HexbuildError | None = None
+        self.done = threading.Event()
+        self._partial = b""
+        self._err = b""
+        self._lock = threading.Lock()
+        threading.Thread(target=self._run, name=f"watch-{pid}", daemon=True).start()
+
+    def _on_output(self, stream: str, data: bytes) -> None:
+        if stream == "stderr":
+            self._err += data
+            if EXITED_MARK.encode() in self._err:
+                self.exited = True
+            return
+        with self._lock:
+            if len(self.text) < TEXT_LIMIT:
+                self.text += data
+            lines = (self._partial + data).split(b"\n")
+            self._partial = lines.pop()
+            for line in lines:
+                self.tail.append(line.decode("utf-8", "replace").rstrip("\r"))
+        self.sink(data)
+
+    def _run(self) -> None:
+        try:
+            self.target.run(["sh", "-c", WATCH, "sh", str(self.pid), self.log, EXITED_MARK, self.since],
+                            timeout=10 * 365 * 86400.0, on_output=self._on_output)
+        except HexbuildError as e:
+            self.error = e
+        except Exception as e:  # a transport that breaks in its own words
+            self.error = RemoteFailed(f"{type(e).__name__}: {e}")
+        finally:
+            if self._partial:
+                self.tail.append(self._partial.decode("utf-8", "replace"))
+            self.done.set()
+
+    def startup_text(self) -> str:
+        with self._lock:
+            return self.text.decode("utf-8", "replace")
+
+    def last_lines(self, n: int = 15) -> list[str]:
+        lines = [l for l in self.tail if l.strip()]
+        return lines[-n:]

@@ -1,0 +1,195 @@
+"""``serve --detach``, ``serve status`` and ``serve stop``: servers that outlive the command.
+
+``--detach`` runs the very same supervisor as a foreground ``serve`` (serve.start + supervise),
+in a process of its own session (``python -m hexbuild.runner.serve_daemon``), so a forward that
+lives in hexbuild (an SSH tunnel, an adb stream) keeps living; the command streams the start-up
+log, returns once the server is ready and leaves its record in the state directory.
+``serve stop`` asks the supervisor to stop (SIGTERM: the same clean-up as Ctrl-C) and, when the
+supervisor is gone (its forward died with it), stops the server on the device itself by its
+PID and removes a leftover adb forward.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from typing import Any
+
+from ..errors import EnvironmentMissing, HexbuildError, UsageError
+from ..ui import ui
+from . import background, serve_state
+from .openai_http import health
+from .serve import ServeRequest
+
+
+def _rebuild_error(doc: dict[str, Any]) -> HexbuildError:
+    err = HexbuildError(str(doc.get("message") or "the server did not start"), hint=doc.get("hint"))
+    err.exit_code = int(doc.get("exit_code") or 1)
+    err.kind = str(doc.get("type") or "internal")
+    return err
+
+
+def detach(req: ServeRequest, settings, *, stream: bool = True, timeout: float | None = None) -> dict[str, Any]:
+    """Start a supervisor process for ``req``; its record once the server is ready."""
+    from ..targets.forward import check_port_free
+
+    check_port_free(req.port)
+    d = serve_state.servers_dir()
+    d.mkdir(parents=True, exist_ok=True)
+    token = secrets.token_hex(6)
+    request_file = d / f"start-{token}.json"
+    result_file = d / f"start-{token}.result.json"
+    values = dict(getattr(settings, "values", settings) or {})
+    doc = {"request": {**req.to_json(), "detached": True, "stream_log": False}, "settings": values,
+           "result": str(result_file)}
+    request_file.write_text(json.dumps(doc))
+    with open(serve_state.supervisor_log_path(req.port), "ab") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "hexbuild.runner.serve_daemon", str(request_file)],
+                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True, close_fds=True)
+    ui.detail(f"supervisor PID {proc.pid}; its log: {serve_state.supervisor_log_path(req.port)}")
+    offset = 0
+    deadline = None if timeout is None else time.monotonic() + timeout
+    try:
+        while True:
+            rec = serve_state.read(req.port)
+            mine = rec is not None and rec.get("supervisor_pid") == proc.pid
+            if mine and stream:
+                offset = _copy_new(serve_state.log_path(req.port), offset)
+            if mine and rec.get("status") == "ready":
+                return rec
+            if proc.poll() is not None:
+                break
+            if deadline is not None and time.monotonic() > deadline:
+                raise EnvironmentMissing(f"the server was not ready within {timeout:g}s")
+            time.sleep(0.1)
+    except BaseException:
+        if proc.poll() is None:
+            proc.terminate()  # the supervisor stops what it started
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        raise
+    finally:
+        request_file.unlink(missing_ok=True)
+    try:
+        result = json.loads(result_file.read_text())
+    except (OSError, ValueError):
+        tail = serve_state.supervisor_log_path(req.port).read_text(errors="replace").strip().splitlines()[-5:]
+        raise HexbuildError(f"the serve supervisor exited with {proc.returncode} before the server was ready",
+                            hint="its log: " + " | ".join(tail)) from None
+    finally:
+        result_file.unlink(missing_ok=True)
+    if "error" in result:
+        raise _rebuild_error(result["error"])
+    raise HexbuildError("the serve supervisor ended without a server")
+
+
+def _copy_new(path, offset: int) -> int:
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            data = f.read()
+    except OSError:
+        return offset
+    if data:
+        from .serve import stderr_sink
+
+        stderr_sink(data)
+    return offset + len(data)
+
+
+def status() -> list[dict[str, Any]]:
+    """Every recorded server with ``state``: ready | starting | unreachable (the supervisor runs
+    but /health does not answer) | orphaned (the supervisor, and so the forward, is gone)."""
+    out = []
+    for rec in serve_state.records():
+        row = {k: v for k, v in rec.items() if k not in ("env", "argv")}
+        if not serve_state.supervisor_alive(rec):
+            row["state"] = "orphaned"
+        elif rec.get("status") != "ready":
+            row["state"] = rec.get("status") or "starting"
+        else:
+            row["state"] = "ready" if health(int(rec["local_port"]), timeout=2.0) == "ready" else "unreachable"
+        out.append(row)
+    return out
+
+
+def select(*, target: str | None, port: int | None, all_: bool) -> list[dict[str, Any]]:
+    recs = serve_state.records()
+    if all_:
+        return recs
+    if target is not None or port is not None:
+        chosen = [r for r in recs if (target is None or r.get("target") == target)
+                  and (port is None or r.get("local_port") == port)]
+        if not chosen:
+            raise UsageError("no server hexbuild started matches " + " and ".join(
+                x for x in (f"--target {target}" if target else "", f"--port {port}" if port else "") if x),
+                hint="hexbuild serve status lists them")
+        return chosen
+    if len(recs) == 1:
+        return recs
+    if not recs:
+        return []
+    raise UsageError(f"{len(recs)} servers are running; say which: --target T, --port N or --all",
+                     hint="running: " + ", ".join(f"{r.get('target')} (port {r.get('local_port')})" for r in recs))
+
+
+def stop(recs: list[dict[str, Any]], settings, *, grace: float = 45.0) -> list[dict[str, Any]]:
+    """Stop each recorded server; one {target, local_port, pid, how} per record."""
+    out = []
+    for rec in recs:
+        port = int(rec["local_port"])
+        how = "supervisor"
+        if serve_state.supervisor_alive(rec) and rec.get("supervisor_pid") != os.getpid():
+            os.kill(int(rec["supervisor_pid"]), signal.SIGTERM)
+            deadline = time.monotonic() + grace
+            while serve_state.supervisor_alive(rec):  # it removes the record, then exits
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.1)
+        if serve_state.read(port) is not None:
+            how = "directly"  # the supervisor is gone (or stuck): undo its work from here
+            _stop_orphan(rec, settings)
+            serve_state.remove(port)
+        out.append({"target": rec.get("target"), "local_port": port, "pid": rec.get("pid"), "stopped": how})
+    return out
+
+
+def _stop_orphan(rec: dict[str, Any], settings) -> None:
+    from ..targets import parse_target
+
+    if serve_state.supervisor_alive(rec) and rec.get("supervisor_pid") != os.getpid():
+        os.kill(int(rec["supervisor_pid"]), signal.SIGKILL)
+    with parse_target(str(rec["target"]), settings) as target:
+        try:
+            background.stop(target, int(rec["pid"]), str(rec.get("pid_start") or ""))
+        except HexbuildError as e:
+            raise type(e)(f"could not stop the server (PID {rec.get('pid')}) on {rec.get('target')}: {e.message}",
+                          hint=e.hint) from None
+        if rec.get("forward") == "adb forward" and rec.get("serial"):
+            try:
+                target.client.kill_forward(rec["serial"], f"tcp:{rec['local_port']}")
+            except Exception:  # the adb server dropped it already
+                pass
+
+
+def find_running(target: str, model: str | None) -> dict[str, Any] | None:
+    """A ready server on ``target`` (serving ``model`` when given) that answers /health."""
+    from pathlib import PurePath
+
+    for rec in serve_state.records():
+        if rec.get("target") != target or rec.get("status") != "ready" or not serve_state.supervisor_alive(rec):
+            continue
+        if model and PurePath(str(rec.get("model"))).name != PurePath(model).name:
+            continue
+        if health(int(rec["local_port"]), timeout=2.0) == "ready":
+            return rec
+    return None
+

@@ -1,0 +1,80 @@
+"""`hexbuild serve` with the real llama-server (the 0.3.36 tree built for AArch64 Linux: the
+``real_linux_package`` fixture) and the tiny real GGUF: on the qemu: target, and over ssh:// on
+the virtual bullseye board through a real SSH tunnel. Clients: the official `openai` package
+(a completion with usage counts and a streamed one), curl and hexbuild chat."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from hexbuild.runner import serve_state as state_mod
+from tests.infra.devices import free_port
+from tests.test_serve import pid_alive, port_free
+
+SYSROOT = "/usr/aarch64-linux-gnu"
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
+    monkeypatch.setenv("HEXBUILD_LINUX_SYSROOT", SYSROOT)
+
+
+def check_real_answers(url: str, model_path_end: str) -> None:
+    import openai
+
+    client = openai.OpenAI(base_url=url, api_key="none", timeout=120)
+    done = client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "hello world"}],
+                                          max_tokens=8)
+    assert done.usage.completion_tokens == 8 and done.usage.prompt_tokens > 1  # real tokens from the model
+    assert done.model.endswith(model_path_end)
+    chunks = list(client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "hello"}],
+                                                 max_tokens=8, stream=True))
+    assert sum(1 for c in chunks if c.choices and c.choices[0].delta.content) > 1
+
+
+def test_real_server_on_qemu(cli, serve_state, tmp_path, real_linux_package, tiny_gguf):
+    spec = f"qemu:{tmp_path}/inst"
+    port = free_port()
+    r = cli("--json", "serve", "-t", spec, "--package", str(real_linux_package), "--model", str(tiny_gguf),
+            "--models-dir", str(tmp_path / "models"), "--port", str(port), "--ctx", "512", "--detach")
+    assert r.rc == 3 and "no Hexagon backend" in r.json["error"]["message"]  # a CPU build is refused…
+    assert port_free(port) and state_mod.records() == []
+    r = cli("--json", "serve", "-t", spec, "--model", tiny_gguf.name, "--models-dir", str(tmp_path / "models"),
+            "--port", str(port), "--ctx", "512", "--detach", "--allow-cpu-fallback")  # …unless allowed
+    assert r.rc == 0, r.err
+    ready = r.json
+    assert ready["model_name"].endswith(tiny_gguf.name) and "listening on" in r.err
+    (rec,) = state_mod.records()
+    assert rec["argv"][rec["argv"].index("--ctx-size") + 1] == "512" and "--device" not in rec["argv"]
+    check_real_answers(ready["url"], tiny_gguf.name)
+    cp = subprocess.run(["curl", "-sf", "--max-time", "60", f"http://127.0.0.1:{port}/v1/completions",
+                         "-d", json.dumps({"prompt": "the NPU", "max_tokens": 4})], capture_output=True, text=True)
+    assert cp.returncode == 0 and json.loads(cp.stdout)["usage"]["completion_tokens"] == 4
+    chat = cli("--json", "chat", "-t", spec, "--model", tiny_gguf.name, "-p", "hello", "-n", "6")
+    assert chat.rc == 0, chat.err
+    assert chat.json["completion_tokens"] == 6 and chat.json["tokens_per_s"] > 0 and chat.json["ttft_s"] > 0
+    assert cli("serve", "stop", "-t", spec).rc == 0
+    assert port_free(port) and not pid_alive(ready["pid"]) and state_mod.records() == []
+
+
+def test_real_server_on_the_board_through_an_ssh_tunnel(cli, serve_state, tmp_path, real_linux_package, tiny_gguf,
+                                                         virtual_board, monkeypatch):
+    for k, v in virtual_board.env.items():
+        monkeypatch.setenv(k, v)
+    dest, models = "/opt/serve/llama.cpp", "/opt/serve/gguf"
+    port, device_port = free_port(), free_port()
+    r = cli("--json", "serve", "-t", virtual_board.spec, "--package", str(real_linux_package), "--bundle-runtime",
+            "--dest", dest, "--models-dir", models, "--model", str(tiny_gguf),
+            "--port", str(port), "--device-port", str(device_port), "--ctx", "512",
+            "--allow-cpu-fallback", "--ready-timeout", "180", "--detach", "--", "-t", "2")
+    assert r.rc == 0, r.err
+    ready = r.json
+    assert ready["forward"].startswith("SSH tunnel")
+    check_real_answers(ready["url"], tiny_gguf.name)
+    assert cli("serve", "stop", "--all").rc == 0
+    assert port_free(port) and state_mod.records() == []
+    assert not pid_alive(ready["pid"])  # the board's processes are this machine's (a chroot)
