@@ -20,6 +20,7 @@ DEPLOY_FAILED = 7
 REMOTE_FAILED = 8
 PARSE_FAILED = 9
 WARNINGS_FATAL = 10
+CPU_FALLBACK = 11
 INTERRUPTED = 130
 
 EXIT_CODES: dict[int, str] = {
@@ -34,6 +35,8 @@ EXIT_CODES: dict[int, str] = {
     REMOTE_FAILED: "a command on a device failed (`run` passes the program's own exit code instead)",
     PARSE_FAILED: "nothing recognizable in a log or model file",
     WARNINGS_FATAL: "warnings were raised and --strict makes them fatal",
+    CPU_FALLBACK: "the run fell back to the CPU: an HTP session it asked for did not open, or no weights "
+                  "landed on an HTP buffer (--allow-cpu-fallback makes it a warning)",
     INTERRUPTED: "interrupted (Ctrl-C or SIGTERM); containers and partial files were cleaned up",
 }
 
@@ -106,6 +109,11 @@ class ParseFailed(HexbuildError):
 class WarningsFatal(HexbuildError):
     exit_code = WARNINGS_FATAL
     kind = "strict"
+
+
+class CpuFallback(RemoteFailed):  # a run on a device that did not do what it was for
+    exit_code = CPU_FALLBACK
+    kind = "cpu-fallback"
 
 
 class Interrupted(HexbuildError):

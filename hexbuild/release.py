@@ -57,6 +57,7 @@ class ReleaseOptions:
     strict: bool = False
     prebuilt: list[Path] = field(default_factory=list)  # install prefixes to release instead of building
     os_given: bool = False  # --os was on the command line (it then labels a single --prebuilt)
+    allow_cpu_fallback: bool = False  # a smoke run whose HTP sessions did not open still passes
 
     @classmethod
     def from_settings(cls, settings: Settings, *, oses: list[str] | None = None, targets: list[str] | None = None,
@@ -477,6 +478,7 @@ class Release:
 
         argv = shlex.split(self.opts.smoke or "")
         failures: list[str] = []
+        cpu_fallbacks: list[dict[str, Any]] = []
         for spec, dev in self.devices.items():
             if dev.get("deploy") != "ok":
                 continue
@@ -494,16 +496,27 @@ class Release:
                 failures.append(f"{spec}: {e.message}")
                 continue
             ok = record.exit_code == 0
-            dev["smoke"] = {"status": "ok" if ok else "failed", "exit_code": record.exit_code,
+            fallback = (record.dispatch or {}).get("fallback_reason") if ok else None
+            if fallback and self.opts.allow_cpu_fallback:
+                ui.warn(f"{spec}: the smoke run fell back to the CPU: {fallback}")
+                fallback = None
+            dev["smoke"] = {"status": "ok" if ok and not fallback else "failed", "exit_code": record.exit_code,
                             "duration_s": round(record.duration_s, 3), "log": record.log,
-                            "argv": record.invocation.argv}
+                            "argv": record.invocation.argv, "dispatch": record.dispatch}
             if not ok:
                 failures.append(f"{spec}: `{self.opts.smoke}` exited {record.exit_code} (log: {record.log})")
+            elif fallback:
+                failures.append(f"{spec}: `{self.opts.smoke}` fell back to the CPU: {fallback} (log: {record.log})")
+                cpu_fallbacks.append(record.dispatch)
         stage.summary = f"`{self.opts.smoke}` on {sum((d.get('smoke') or {}).get('status') == 'ok' for d in self.devices.values())}/{len(self.devices)} targets"
         _annotate_each("smoke", failures)
         if failures:
-            raise errors.RemoteFailed(f"smoke test failed on {len(failures)} target(s): {failures[0]}",
-                                      details={"failures": failures})
+            from .results.dispatch import hint_for
+
+            error = errors.CpuFallback if len(cpu_fallbacks) == len(failures) else errors.RemoteFailed
+            hint = hint_for(cpu_fallbacks[0].get("code"), cpu_fallbacks[0].get("arch")) if cpu_fallbacks else None
+            raise error(f"smoke test failed on {len(failures)} target(s): {failures[0]}", hint=hint,
+                        details={"failures": failures})
 
     def _smoke_one(self, runner, req):
         """One smoke run through the runner; the program's output goes to stderr (stdout holds

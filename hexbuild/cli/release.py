@@ -32,6 +32,8 @@ def release(
                                                help="Deploy to this target after packaging (repeatable; default: deploy.targets)."),
     smoke: Optional[str] = typer.Option(None, "--smoke", metavar="COMMAND",
                                         help="Run this on every target after deploying, e.g. 'llama-cli --version'."),
+    allow_cpu_fallback: bool = typer.Option(False, "--allow-cpu-fallback",
+                                            help="A smoke run whose HTP sessions did not open passes with a warning."),
     strict: Optional[bool] = typer.Option(None, "--strict/--no-strict",
                                           help="Exit 10 when warnings were raised (default: on under CI=true)."),
 ) -> None:
@@ -40,13 +42,14 @@ def release(
     Build → verify → package for each OS, write SHA256SUMS and manifest.json to dist/, then
     deploy and smoke-test on the targets. Every stage is reported in dist/release-report.json
     (also on failure) and, on GitHub Actions, in the job summary. Exit codes: build 4, verify 5,
-    package 6, deploy 7, smoke 8, --strict warnings 10."""
+    package 6, deploy 7, smoke 8 (11 when it fell back to the CPU), --strict warnings 10."""
     from ..release import ReleaseOptions, run_release
 
     flags = {"source": source, "release.dist_dir": dist, "build.engine": engine, "build.image": image,
              "build.htp": htp, "build.build_type": build_type, "build.jobs": jobs, "ci.strict": strict}
     s = common.settings(**flags)
     options = ReleaseOptions.from_settings(s, oses=os_names, targets=target, smoke=smoke, prebuilt=prebuilt)
+    options.allow_cpu_fallback = allow_cpu_fallback
     run_release(s, options)
 
 

@@ -33,6 +33,16 @@ def installed_tools(manifest: Mapping[str, Any] | None) -> set[str] | None:
     return {f["path"][4:] for f in files if isinstance(f, dict) and str(f.get("path", "")).startswith("bin/")}
 
 
+def cpu_only(manifest: Mapping[str, Any] | None) -> bool:
+    """A package with no HTP library to open a session with: built with the open toolchain, or
+    a manifest that records its HTP versions and has none."""
+    if not manifest:
+        return False
+    if manifest.get("toolchain") == "open" or (manifest.get("toolchain") or {}) == {"kind": "open"}:
+        return True
+    return "htp_versions" in manifest and not manifest.get("htp_versions") and isinstance(manifest.get("files"), list)
+
+
 def default_dest(target) -> str:
     """Where the install is when --dest and deploy.dest say nothing: a local: target's own
     directory, else the convention of the target's OS."""

@@ -10,8 +10,8 @@ from ..errors import EnvironmentMissing, RemoteFailed, UsageError
 from ..ui import ui
 from .commands import Invocation, render
 from .execution import RunRecord, _slug, execute
-from .htp_sessions import check_sessions, sessions
-from .install import DEFAULT_MODELS, MANIFEST, PROMPTS_DIR, default_dest, installed_tools, read_manifest
+from .htp_sessions import Sessions, check_sessions, sessions
+from .install import DEFAULT_MODELS, MANIFEST, PROMPTS_DIR, cpu_only, default_dest, installed_tools, read_manifest
 from .knobs import knob_env
 from .revision import Revision
 
@@ -93,6 +93,11 @@ def _prepare(target, req: RunRequest, *, offline_ok: bool) -> Prepared:
         ui.detail(f"{dest}/{MANIFEST} not found: using forms every revision understands")
 
     sess = sessions(rev, ndev=req.ndev, devices=req.devices)
+    no_htp = cpu_only(manifest)
+    if no_htp:
+        if req.ndev or req.devices:
+            ui.warn(f"the package on {target.spec} has no HTP libraries (CPU only): --ndev/--devices ignored")
+        sess = Sessions({}, [])
     if sess.count > 1 and reachable:
         arch = (manifest or {}).get("htp_arch")
         if not arch:
@@ -125,6 +130,7 @@ def _prepare(target, req: RunRequest, *, offline_ok: bool) -> Prepared:
     inv = render(req.kind, rev=rev, dest=dest, models_dir=models_dir, sessions_=sess, knobs=knobs,
                  model=req.model, prompt_path=prompt_path, extra=req.extra, threads=str(req.threads),
                  ubatch=str(req.ubatch), batch=req.batch, bench_output=req.bench_output, installed=installed)
+    inv.cpu_only = no_htp
     if installed is not None and "/" not in inv.tool and inv.argv[0].startswith("./bin/") \
             and inv.argv[0][len("./bin/"):] not in installed:
         raise EnvironmentMissing(f"{inv.argv[0][len('./bin/'):]} is not installed in {dest}/bin on {target.spec}",
