@@ -74,6 +74,9 @@ OPTIONS: dict[str, Option] = {o.key: o for o in [
     _o("ssh.known_hosts", str, "", "known_hosts file (default ~/.ssh/known_hosts)"),
     _o("ssh.identity", str, "", "private key file (default: the SSH agent and ~/.ssh/id_*)"),
     _o("ssh.timeout", float, 15.0, "seconds to connect and for each remote call", minimum=1),
+    # linux (AArch64 glibc runtime)
+    _o("linux.sysroot", str, "", "AArch64 glibc runtime for qemu: targets and deploy --bundle-runtime (default: the open toolchain image's /usr/aarch64-linux-gnu, extracted into the cache)"),
+    _o("deploy.bundle_runtime", bool, False, "ship the package's glibc loader and runtime libraries (runtime/) and start programs through that loader"),
     # run
     _o("run.target", str, "", "default target for run and bench"),
     _o("run.ndev", int, 0, "HTP sessions for run (0: one, or as --devices says)", minimum=0, maximum=16),

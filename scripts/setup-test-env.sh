@@ -134,4 +134,10 @@ if [ ! -s "$rootfs_tar" ]; then
   tar -C "$dir" -cf "$rootfs_tar.part" . && mv "$rootfs_tar.part" "$rootfs_tar"
   rm -rf "$dir"
 fi
+# --- virtual board root filesystem (Debian bullseye arm64, glibc 2.31) ------
+if [ ! -e "$cache/board-rootfs-bullseye-arm64/.hexbuild-rootfs-complete" ]; then
+  need_root
+  log "building the virtual board's arm64 root filesystem (debootstrap under qemu, a few minutes)"
+  (cd "$here" && HEXBUILD_TEST_CACHE="$cache" python3 -m tests.infra.board build) || exit 3
+fi
 log "test environment ready (cache: $cache)"

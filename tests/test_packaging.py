@@ -12,8 +12,14 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_wheel_ships_templates_and_data(tmp_path):
     # Built from a copy: a build/ left in the checkout would leak stale modules into later wheels.
     src = tmp_path / "src"
-    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(".git", "build", "dist", "*.egg-info", "__pycache__",
-                                                             ".pytest_cache", ".hypothesis", "tests"))
+    # (only the top-level build/ and dist/: hexbuild/build/ is a package)
+    anywhere = shutil.ignore_patterns(".git", "*.egg-info", "__pycache__", ".pytest_cache", ".hypothesis", ".venv")
+
+    def ignore(directory: str, names: list[str]) -> set[str]:
+        top = {"build", "dist", "tests"} & set(names) if Path(directory) == ROOT else set()
+        return set(anywhere(directory, names)) | top
+
+    shutil.copytree(ROOT, src, ignore=ignore)
     cp = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
                          "-w", str(tmp_path), str(src)], capture_output=True, text=True)
     assert cp.returncode == 0, cp.stderr[-2000:]
@@ -28,3 +34,4 @@ def test_wheel_ships_templates_and_data(tmp_path):
     for rel in data:
         assert f"hexbuild/data/{rel.as_posix()}" in names
     assert "hexbuild/cli/main.py" in names
+    assert "hexbuild/build/run.py" in names

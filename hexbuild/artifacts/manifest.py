@@ -188,7 +188,19 @@ def build_manifest(pkg: Path, meta: dict[str, Any] | None = None) -> dict[str, A
     entries = scan(pkg)
     if meta is None:
         meta = load_meta(pkg)
-    return assemble(meta, file_records(entries))
+    records = file_records(entries)
+    if meta.get("os") == "linux":
+        meta = {**meta, "glibc": glibc_record(pkg, records)}
+    return assemble(meta, records)
+
+
+def glibc_record(pkg: Path, records: list[dict[str, Any]]) -> dict[str, Any]:
+    """What a Linux package needs from the system's glibc and libstdc++: the highest version of
+    each family over all files ("needs") and per file, so deploy can refuse an older board."""
+    from .glibc import package_needs, summary
+
+    files = package_needs(pkg, [r["path"] for r in records if (r.get("elf") or {}).get("machine") == "AArch64"])
+    return {"needs": summary(files), "files": files}
 
 
 def dumps(manifest: dict[str, Any]) -> bytes:

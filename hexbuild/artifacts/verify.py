@@ -87,6 +87,7 @@ class VerifyReport:
     htp_versions: list[str]           # found in lib/
     expected_htp: list[str] | None    # asked for (None: whatever was found)
     checks: list[Check] = field(default_factory=list)
+    glibc: dict[str, Any] | None = None  # Linux: {"limit", "needs" (highest per family), "files"}
 
     @property
     def failures(self) -> int:
@@ -106,12 +107,15 @@ class VerifyReport:
     def to_json(self) -> dict[str, Any]:
         return {"ok": self.ok, "package": self.package, "os": self.os, "htp_versions": self.htp_versions,
                 "expected_htp": self.expected_htp, "checks": [c.to_json() for c in self.checks],
-                "warnings": self.warnings, "failures": self.failures}
+                "warnings": self.warnings, "failures": self.failures,
+                **({"glibc": self.glibc} if self.glibc is not None else {})}
 
 
-def verify_package(pkg: Path, *, os: str, htp_versions: list[str] | None = None) -> VerifyReport:
+def verify_package(pkg: Path, *, os: str, htp_versions: list[str] | None = None,
+                   glibc: str | None = None) -> VerifyReport:
     """Check the package at ``pkg`` for ``os``; ``htp_versions`` must all be present (default:
-    the versions found). Raises UsageError only for bad arguments; findings go in the report."""
+    the versions found); Linux files must load on a system with ``glibc`` (e.g. "2.31") when it
+    is given. Raises UsageError only for bad arguments; findings go in the report."""
     pkg = Path(pkg)
     if not pkg.is_dir():
         raise UsageError(f"package directory not found: {pkg}" if not pkg.exists()
@@ -119,12 +123,19 @@ def verify_package(pkg: Path, *, os: str, htp_versions: list[str] | None = None)
     if os not in OSES:
         raise UsageError(f"unknown OS {os!r}: expected one of {', '.join(OSES)}")
     expected = parse_htp_versions(htp_versions) if htp_versions is not None else None
-    return _Verifier(pkg, os, expected).run()
+    if glibc is not None:
+        if os != "linux":
+            raise UsageError("--glibc applies to Linux packages (--os linux)")
+        if not re.fullmatch(r"\d+\.\d+", glibc):
+            raise UsageError(f"--glibc must be a glibc version like 2.31, got {glibc!r}")
+    return _Verifier(pkg, os, expected, glibc).run()
 
 
 class _Verifier:
-    def __init__(self, pkg: Path, os: str, expected: list[str] | None):
+    def __init__(self, pkg: Path, os: str, expected: list[str] | None, glibc: str | None = None):
         self.pkg = pkg
+        self.glibc = glibc
+        self.glibc_files: dict[str, dict[str, str]] = {}
         self.root = pkg.resolve()
         self.os = os
         self.sys = system_libs(os)
@@ -171,7 +182,12 @@ class _Verifier:
                 self._check_symlink(rel, path)
             elif path.is_file():
                 self._check_program(rel, path, provided)
-        return VerifyReport(str(self.pkg), self.os, found, self.expected, self.checks)
+        report = VerifyReport(str(self.pkg), self.os, found, self.expected, self.checks)
+        if self.os == "linux":
+            from .glibc import summary
+
+            report.glibc = {"limit": self.glibc, "needs": summary(self.glibc_files), "files": self.glibc_files}
+        return report
 
     # -- package level -----------------------------------------------------------------------
     def _check_htp_set(self, found: list[str]) -> None:
@@ -256,6 +272,7 @@ class _Verifier:
         soname = f" (soname {info.soname})" if info.soname else ""
         self.add(rel, "format", OK, info.describe() + soname)
         self._check_needed(rel, info, provided)
+        self._check_glibc(rel, path)
 
     def _check_program(self, rel: str, path: Path, provided: set[str]) -> None:
         if not is_elf(path):
@@ -282,6 +299,24 @@ class _Verifier:
         else:
             self.add(rel, "interpreter", OK, info.interpreter)
         self._check_needed(rel, info, provided)
+        self._check_glibc(rel, path)
+
+    def _check_glibc(self, rel: str, path: Path) -> None:
+        """The highest GLIBC_/GLIBCXX_/CXXABI_ version the file needs; with a limit, a file a
+        system of that glibc cannot load fails."""
+        if self.os != "linux":
+            return
+        from .glibc import key, needs
+
+        found = needs(path)
+        if not found:
+            return
+        self.glibc_files[rel] = found
+        detail = ", ".join(f"{fam}_{v}" for fam, v in found.items())
+        if self.glibc and "GLIBC" in found and key(found["GLIBC"]) > key(self.glibc):
+            self.add(rel, "glibc", FAIL, f"needs GLIBC_{found['GLIBC']}: a glibc {self.glibc} system cannot load it")
+        else:
+            self.add(rel, "glibc", OK, f"needs {detail}")
 
     def _check_needed(self, rel: str, info: ElfInfo, provided: set[str]) -> None:
         ours = [n for n in info.needed if n in provided]

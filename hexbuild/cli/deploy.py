@@ -11,7 +11,7 @@ from . import common
 
 # rich markup: a literal '[' is written '\\['
 TARGET_HELP = ("adb | adb:SERIAL | adb://HOST:PORT[/SERIAL] | adb+ssh://[USER@]HOST[:PORT][/SERIAL] | "
-               "ssh://[USER@]HOST[:PORT] | local:DIR (repeatable)").replace("[", "\\[")
+               "ssh://[USER@]HOST[:PORT] | local:DIR | qemu[:DIR] (repeatable)").replace("[", "\\[")
 
 
 def deploy_command(
@@ -30,6 +30,10 @@ def deploy_command(
     models_dir: Optional[str] = typer.Option(None, "--models-dir", metavar="DIR", help="Models directory on the target."),
     parallel: Optional[int] = typer.Option(None, "--parallel", metavar="N", help="Targets deployed at once."),
     source: Optional[str] = typer.Option(None, "--source", "-s", metavar="DIR", help="The llama.cpp checkout."),
+    bundle_runtime: Optional[bool] = typer.Option(None, "--bundle-runtime/--no-bundle-runtime",
+                                                  help="Ship the glibc loader and runtime libraries (runtime/) for boards with an older glibc."),
+    sysroot: Optional[str] = typer.Option(None, "--sysroot", metavar="DIR",
+                                          help="AArch64 glibc runtime for qemu: targets and --bundle-runtime (default: the open toolchain image's)."),
 ) -> None:
     """Deploy incrementally and atomically: only changed files travel, the switch is one rename."""
     from ..deploy import DeployOptions, default_package, deploy, load_package, raise_for_failures
@@ -42,7 +46,8 @@ def deploy_command(
     if rollback and (model or ndev or verify):
         raise UsageError("--rollback switches installs only; it takes no --model, --ndev or --verify")
     s = common.settings(source=source, **{"deploy.dest": dest, "deploy.models_dir": models_dir,
-                                          "deploy.ndev": ndev, "deploy.parallel": parallel})
+                                          "deploy.ndev": ndev, "deploy.parallel": parallel,
+                                          "deploy.bundle_runtime": bundle_runtime, "linux.sysroot": sysroot})
     specs = list(target or []) or ([] if all_devices else list(s["deploy.targets"]))
     if all_devices:
         specs += _ready_devices(s, specs)
@@ -54,7 +59,8 @@ def deploy_command(
 
     opts = DeployOptions(dest=s["deploy.dest"] or None, models=[Path(m) for m in model or []],
                          models_dir=s["deploy.models_dir"] or None, ndev=s["deploy.ndev"], verify=verify,
-                         rollback=rollback, dry_run=dry_run, parallel=s["deploy.parallel"])
+                         rollback=rollback, dry_run=dry_run, parallel=s["deploy.parallel"],
+                         bundle_runtime=s["deploy.bundle_runtime"], sysroot=s["linux.sysroot"])
     pkg = None
     try:
         if not rollback:

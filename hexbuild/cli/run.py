@@ -61,6 +61,8 @@ def run_command(
     print_only: bool = typer.Option(False, "--print", help="Print the command that would run on the device and exit."),
     allow_cpu_fallback: bool = typer.Option(False, "--allow-cpu-fallback",
                                             help="A run whose HTP sessions did not open is a warning, not exit 11."),
+    sysroot: Optional[str] = typer.Option(None, "--sysroot", metavar="DIR",
+                                          help="AArch64 glibc runtime for a qemu: target (default: the open toolchain image's)."),
 ) -> None:
     """Run a llama.cpp tool on a target in the deployed revision's vocabulary.
 
@@ -77,13 +79,14 @@ def run_command(
     if kind not in runner.KINDS:
         raise UsageError(f"unknown kind {kind!r}; valid: {', '.join(runner.KINDS)}")
     s = common.settings(**{"run.target": target, "run.model": model, "run.results_dir": results_dir,
-                           "deploy.dest": dest, "deploy.models_dir": models_dir, "run.ndev": ndev})
+                           "deploy.dest": dest, "deploy.models_dir": models_dir, "run.ndev": ndev,
+                           "linux.sysroot": sysroot})
     req = runner.RunRequest(
         kind=kind, target=s["run.target"], dest=s["deploy.dest"], models_dir=s["deploy.models_dir"],
         ndev=ndev if ndev is not None else (None if devices is not None else (s["run.ndev"] or None)),
         devices=devices, model=s["run.model"] or None, prompt_file=prompt_file,
         knobs=ctx.meta.get("hexbuild.knobs", []), extra=ctx.meta.get("hexbuild.extra", []),
-        threads=s["run.threads"], ubatch=s["run.ubatch"], results_dir=s["run.results_dir"], timeout=timeout)
+        threads=None if s.origin("run.threads") == "default" else s["run.threads"], ubatch=s["run.ubatch"], results_dir=s["run.results_dir"], timeout=timeout)
     if print_only:
         prepared = runner.prepare(req, s, offline_ok=True)
         prepared.target.close()

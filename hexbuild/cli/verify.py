@@ -19,8 +19,10 @@ def verify(
                                           help="Target OS (default: the package's manifest, else build.os)."),
     htp: Optional[List[str]] = typer.Option(None, "--htp", metavar="v73,v79",
                                             help="HTP versions that must be present (default: the ones found)."),
+    glibc: Optional[str] = typer.Option(None, "--glibc", metavar="X.Y",
+                                        help="Linux: fail for files a system with this glibc cannot load (e.g. 2.31)."),
 ) -> None:
-    """Check the NPU skels, the AArch64 programs and libraries, and every DT_NEEDED."""
+    """Check the NPU skels, the AArch64 programs and libraries, every DT_NEEDED and (Linux) the glibc they need."""
     from pathlib import Path
 
     from ..artifacts import package_os, parse_htp_versions, verify_package
@@ -31,13 +33,19 @@ def verify(
     expected = parse_htp_versions(htp) if htp else None
     path = Path(pkg)
     target_os = package_os(path, os_name, s["build.os"])
-    report = verify_package(path, os=target_os, htp_versions=expected)
+    report = verify_package(path, os=target_os, htp_versions=expected, glibc=glibc)
     ui.result(report.to_json(), _table(report, ui.verbose > 0))
     summary = (f"{report.package} ({report.os}, HTP {', '.join(report.htp_versions) or 'none'}): "
                f"{len(report.checks)} checks, {report.failures} failed, {report.warnings} warnings")
     if report.ok:
         ui.info(summary)
         return
+    too_new = [c for c in report.failed() if c.check == "glibc"]
+    if too_new:
+        files = ", ".join(f"{c.file} ({c.detail.split(':')[0].removeprefix('needs ')})" for c in too_new)
+        raise VerifyFailed(f"a glibc {glibc} system cannot load {len(too_new)} file(s): {files}",
+                           hint="deploy with --bundle-runtime (ships the package's own loader and libc), "
+                                "or build against an older glibc")
     first = report.failed()[0]
     more = f" (and {report.failures - 1} more)" if report.failures > 1 else ""
     raise VerifyFailed(f"{first.file}: {first.check}: {first.detail}{more}",

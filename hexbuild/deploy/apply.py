@@ -47,6 +47,7 @@ def device_manifest(want: dict[str, PackageFile], pkg: Package, rid: str, previo
         "deployed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         **{k: v for k, v in pkg.meta.items() if k not in ("schema", "hexbuild_version", "files")},
         "ndev": opts.ndev or None,
+        **({"runtime": opts.runtime} if opts.runtime_files and opts.runtime else {}),
         "scripts": sorted(r[len(SCRIPTS_DIR) + 1:] for r in want if r.startswith(SCRIPTS_DIR + "/")),
         "files": [{"path": r, "size": want[r].size, "sha256": want[r].sha256, "mode": f"{want[r].mode:04o}"}
                   for r in sorted(want)],

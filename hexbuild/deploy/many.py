@@ -14,6 +14,7 @@ from .one import deploy_one
 from .options import DeployOptions
 from .package import Package, load_package
 from .result import TargetResult
+from .runtime import bundle, check_package_os
 
 
 def deploy(package: Path | Package | None, targets: list[Target], options: DeployOptions | None = None) -> list[TargetResult]:
@@ -24,6 +25,14 @@ def deploy(package: Path | Package | None, targets: list[Target], options: Deplo
     owned = package is not None and not isinstance(package, Package)
     pkg = load_package(Path(package)) if owned else package
     try:
+        for t in targets:
+            if pkg is not None:
+                check_package_os(pkg, t)
+            t.preflight()
+        if pkg is not None and opts.bundle_runtime and not opts.runtime_files:
+            from ..toolchain.sysroot import resolve_sysroot
+
+            opts.runtime_files, opts.runtime = bundle(pkg, resolve_sysroot(opts.sysroot))
         models = [local_model(Path(m)) for m in opts.models]
         results: list[TargetResult | None] = [None] * len(targets)
 

@@ -21,6 +21,7 @@ from .package import Package
 from .plan import plan_release
 from .result import TargetResult
 from .rollback import rollback
+from .runtime import check_glibc
 from .scripts import launch_scripts_for, script_files
 from .space import check_space
 from .verify import verify_install
@@ -45,7 +46,9 @@ def deploy_one(target: Target, pkg: Package | None, models: list[Model], opts: D
             return res
         models_dir = _absolute(target, opts.models_dir or DEFAULT_MODELS.get(target.os, DEFAULT_MODELS["android"]),
                                "models directory")
+        res.glibc = check_glibc(target, pkg, bundled=bool(opts.runtime_files))
         want = dict(pkg.files)
+        want.update(opts.runtime_files)
         scripts = launch_scripts_for(target, info, pkg, dest, models_dir, opts)
         if scripts:
             tmpdir = tempfile.TemporaryDirectory(prefix="hexbuild-scripts-")

@@ -19,3 +19,7 @@ class DeployOptions:
     parallel: int = 4
     facts: dict[str, Any] | None = None  # source facts for launch scripts (default: the package's)
     progress: Any = None  # a ui.progress() object, or None
+    bundle_runtime: bool = False  # ship the glibc loader and runtime libraries under runtime/
+    sysroot: str = ""  # where they come from ("" : the open toolchain image's runtime)
+    runtime_files: dict[str, Any] = field(default_factory=dict)  # filled once per deploy (runtime.bundle)
+    runtime: dict[str, Any] | None = None  # the deployed manifest's ``runtime`` record

@@ -236,13 +236,14 @@ def verdict(log: dict[str, Any] | None, requested: Sequence[str], *, cpu_only: b
     return out
 
 
-def requested_devices(argv: Sequence[str], env: dict[str, str]) -> list[str]:
+def requested_devices(argv: Sequence[str], env: dict[str, str], tool: str | None = None) -> list[str]:
     """The HTP devices an invocation asks for: its --device/-dev list (llama-bench's '/' and ','
     included), or test-backend-ops' -b; none when GGML_HEXAGON_NDEV=0 turns the backend off."""
     if env.get("GGML_HEXAGON_NDEV", "").strip() == "0" and "GGML_HEXAGON_DEVICES" not in env:
         return []
     value = None
-    tool = str(argv[0]).rsplit("/", 1)[-1] if argv else ""
+    # argv may start with a bundled loader (ld-linux … ./bin/tool): the caller names the tool
+    tool = tool or (str(argv[0]).rsplit("/", 1)[-1] if argv else "")
     flags = ("-b",) if tool == "test-backend-ops" else ("--device", "-dev")
     for i, arg in enumerate(argv[1:], 1):
         if arg in flags and i + 1 < len(argv):

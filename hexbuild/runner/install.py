@@ -33,19 +33,48 @@ def installed_tools(manifest: Mapping[str, Any] | None) -> set[str] | None:
     return {f["path"][4:] for f in files if isinstance(f, dict) and str(f.get("path", "")).startswith("bin/")}
 
 
+def has_npu(manifest: Mapping[str, Any] | None) -> bool:
+    """False when a deployed manifest lists its files and the Hexagon backend is not among them
+    (a CPU-only build): then no HTP device is selected. True when unknown."""
+    files = (manifest or {}).get("files")
+    paths = {str(f.get("path")) for f in files if isinstance(f, dict)} if isinstance(files, list) else set()
+    if not any(p.startswith("lib/") and ".so" in p for p in paths):
+        return True  # no libraries listed: not enough to tell
+    return "lib/libggml-hexagon.so" in paths
+
+
 def cpu_only(manifest: Mapping[str, Any] | None) -> bool:
     """A package with no HTP library to open a session with: built with the open toolchain, or
     a manifest that records its HTP versions and has none."""
     if not manifest:
         return False
+    if not has_npu(manifest):
+        return True
     if manifest.get("toolchain") == "open" or (manifest.get("toolchain") or {}) == {"kind": "open"}:
         return True
     return "htp_versions" in manifest and not manifest.get("htp_versions") and isinstance(manifest.get("files"), list)
 
 
 def default_dest(target) -> str:
-    """Where the install is when --dest and deploy.dest say nothing: a local: target's own
+    """Where the install is when --dest and deploy.dest say nothing: a local:/qemu: target's own
     directory, else the convention of the target's OS."""
-    if getattr(target, "kind", None) == "local" and getattr(target, "root", None):
+    if getattr(target, "kind", None) in ("local", "qemu") and getattr(target, "root", None):
         return target.root
     return DEFAULT_DEST.get(getattr(target, "os", None) or "android", DEFAULT_DEST["android"])
+
+
+def loader_of(runtime: Any, dest: str) -> dict[str, str] | None:
+    """{"path", "library_path"} of the bundled glibc loader a deployed manifest's ``runtime``
+    record names (deploy --bundle-runtime), else None."""
+    if not isinstance(runtime, dict) or not isinstance(runtime.get("loader"), str):
+        return None
+    base = dest.rstrip("/")
+    libdir = str(runtime.get("library_dir") or "runtime")
+    return {"path": f"{base}/{runtime['loader']}", "library_path": f"{base}/lib:{base}/{libdir}"}
+
+
+def through_loader(argv: list[str], loader: dict[str, str] | None) -> list[str]:
+    """``argv`` started by the bundled loader: the board's own glibc is never consulted."""
+    if not loader:
+        return argv
+    return [loader["path"], "--library-path", loader["library_path"], *argv]

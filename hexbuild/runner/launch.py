@@ -8,6 +8,7 @@ from ..errors import UsageError
 from .commands import render
 from .flags import BACKEND_OPS_FLAGS, COMMON_FLAGS, COMMON_SAME, VALUE_OPTIONS, Flag, flag_table
 from .htp_sessions import SESSION_VARS, check_sessions, sessions
+from .install import loader_of
 from .revision import Revision
 from .templating import render_template
 
@@ -31,7 +32,7 @@ def _case_arms(table: Mapping[str, Flag]) -> list[dict[str, Any]]:
 
 
 def launch_scripts(*, facts: dict, dest: str, models_dir: str, ndev: int, os: str,
-                   htp_arch: str | None) -> dict[str, str]:
+                   htp_arch: str | None, runtime: dict | None = None) -> dict[str, str]:
     """File name → POSIX sh script for each tool the revision builds, opening ``ndev`` sessions
     in the revision's vocabulary; extra arguments pass through and replace injected defaults."""
     check_sessions(ndev, os_name=os, htp_arch=htp_arch)
@@ -52,6 +53,7 @@ def launch_scripts(*, facts: dict, dest: str, models_dir: str, ndev: int, os: st
             "value_options": sorted(VALUE_OPTIONS - set(table)),
             "takes_model": "model" in {f.group for f in table.values()},
             "session_vars": [v for v in SESSION_VARS if v not in inv.env],
+            "loader": loader_of(runtime, dest),
         }
         if kind == "tool":
             # run-tool.sh takes the tool as $1; test-backend-ops gets -b <first device>.

@@ -52,7 +52,7 @@ class LogWatch:
 
 
 def judge(inv: Invocation, results: dict[str, Any] | None, sessions: dispatch.SessionLog) -> dict[str, Any]:
-    requested = dispatch.requested_devices(inv.argv, inv.env)
+    requested = dispatch.requested_devices(inv.argv, inv.env, tool=inv.tool)
     return dispatch.verdict(results, requested, cpu_only=inv.cpu_only, session_log=sessions)
 
 

@@ -11,7 +11,8 @@ from ..ui import ui
 from .commands import Invocation, render
 from .execution import RunRecord, _slug, execute
 from .htp_sessions import Sessions, check_sessions, sessions
-from .install import DEFAULT_MODELS, MANIFEST, PROMPTS_DIR, cpu_only, default_dest, installed_tools, read_manifest
+from .install import (DEFAULT_MODELS, MANIFEST, PROMPTS_DIR, cpu_only, default_dest, installed_tools, loader_of,
+                      read_manifest, through_loader)
 from .knobs import knob_env
 from .revision import Revision
 
@@ -28,7 +29,7 @@ class RunRequest:
     prompt_file: str | None = None
     knobs: list[tuple[str, str]] = field(default_factory=list)
     extra: list[str] = field(default_factory=list)
-    threads: int | str = 6  # a str may be llama-bench's list syntax ("4,6")
+    threads: int | str | None = 6  # a str may be llama-bench's list syntax ("4,6"); None: the target's default
     ubatch: int | str = 1024
     batch: str | None = None
     bench_output: str | None = None  # llama-bench -o, forced by hexbuild bench
@@ -128,13 +129,16 @@ def _prepare(target, req: RunRequest, *, offline_ok: bool) -> Prepared:
         raise UsageError("llama-bench takes no prompt file")
 
     inv = render(req.kind, rev=rev, dest=dest, models_dir=models_dir, sessions_=sess, knobs=knobs,
-                 model=req.model, prompt_path=prompt_path, extra=req.extra, threads=str(req.threads),
-                 ubatch=str(req.ubatch), batch=req.batch, bench_output=req.bench_output, installed=installed)
+                 model=req.model, prompt_path=prompt_path, extra=req.extra,
+                 threads=str(req.threads if req.threads is not None else (target.default_threads() or 6)),
+                 ubatch=str(req.ubatch), batch=req.batch, bench_output=req.bench_output, installed=installed,
+                 npu=not no_htp)
     inv.cpu_only = no_htp
     if installed is not None and "/" not in inv.tool and inv.argv[0].startswith("./bin/") \
             and inv.argv[0][len("./bin/"):] not in installed:
         raise EnvironmentMissing(f"{inv.argv[0][len('./bin/'):]} is not installed in {dest}/bin on {target.spec}",
                                  hint="deploy a build that has it")
+    inv.argv = through_loader(inv.argv, loader_of((manifest or {}).get("runtime"), dest))
     return Prepared(target, inv, prompt_upload)
 
 

@@ -7,6 +7,8 @@
     adb+ssh://[USER@]HOST[:PORT][/SERIAL] a phone attached to HOST, reached over SSH (PORT is SSH's)
     ssh://[USER@]HOST[:PORT]              Linux on a Snapdragon board, over SSH/SFTP
     local:DIR                             a directory on this machine
+    qemu[:DIR]                            a directory on this machine, AArch64 Linux programs run by
+                                          qemu-aarch64 -L SYSROOT (default DIR under hexbuild's cache)
 
 A spec that fits none of these is a UsageError that shows the right form with an example.
 Making a target contacts nothing; the first remote call does.
@@ -26,6 +28,7 @@ FORMS = {
     "adb+ssh://": ("adb+ssh://[USER@]HOST[:PORT][/SERIAL]", "adb+ssh://me@lab-host/R5CT1234ABC"),
     "ssh://": ("ssh://[USER@]HOST[:PORT]", "ssh://root@rb3gen2.local:22"),
     "local:": ("local:DIR", "local:/tmp/llama.cpp"),
+    "qemu": ("qemu[:DIR]", "qemu:/tmp/llama.cpp"),
 }
 
 __all__ = ["parse_target", "Target", "DeviceInfo", "RemoteFile", "FORMS"]
@@ -78,7 +81,7 @@ def _url(spec: str, kind: str, *, user_ok: bool, path_ok: bool):
 
 def parse_target(spec: str, settings: Mapping[str, Any] | Any = None) -> Target:
     """A Target for ``spec`` (see the module docstring). ``settings`` supplies ssh.known_hosts,
-    ssh.identity, ssh.timeout and deploy.timeout (defaults when None)."""
+    ssh.identity, ssh.timeout, deploy.timeout and linux.sysroot (defaults when None)."""
     if not isinstance(spec, str) or not spec.strip():
         raise UsageError("empty target; expected one of " + ", ".join(f for f, _ in FORMS.values()),
                          hint="e.g. --target adb or --target adb:R5CT1234ABC")
@@ -124,9 +127,17 @@ def parse_target(spec: str, settings: Mapping[str, Any] | Any = None) -> Target:
         from .local import LocalTarget
 
         return LocalTarget(spec, path, timeout=timeout, transfer_timeout=transfer)
+    if spec == "qemu" or spec.startswith("qemu:"):
+        from .qemu import QemuTarget, default_root
+
+        path = spec[len("qemu:"):] if spec.startswith("qemu:") else ""
+        if spec.startswith("qemu:") and not path:
+            raise _bad(spec, "qemu", "the directory after 'qemu:' is empty (or write just qemu)")
+        return QemuTarget(spec, path or default_root(), sysroot=_setting(settings, "linux.sysroot", ""),
+                          timeout=timeout, transfer_timeout=transfer)
     for prefix in ("adb", "adb+ssh", "ssh"):
         if spec.startswith(prefix + ":") or spec.startswith(prefix + "/"):
             kind = {"adb": "adb://", "adb+ssh": "adb+ssh://", "ssh": "ssh://"}[prefix]
             raise _bad(spec, kind, "the scheme needs '://'")
     raise UsageError(f"unknown target {spec!r}; expected one of " + ", ".join(f for f, _ in FORMS.values()),
-                     hint="e.g. --target adb, --target adb:R5CT1234ABC, --target ssh://root@board, --target local:/tmp/llama.cpp")
+                     hint="e.g. --target adb, --target adb:R5CT1234ABC, --target ssh://root@board, --target local:/tmp/llama.cpp, --target qemu")

@@ -27,7 +27,7 @@ class RemoteFile:
 @dataclass
 class DeviceInfo:
     target: str  # the spec the user gave
-    kind: str  # adb | adb+ssh | ssh | local
+    kind: str  # adb | adb+ssh | ssh | local | qemu
     os: str  # android | linux
     state: str  # device | unauthorized | offline | unknown (adb states); ready for ssh/local
     serial: str | None = None
@@ -69,6 +69,7 @@ class TargetCaps:
     deploy: bool = True
     run: bool = True
     forward: bool = False  # can expose a device TCP port on this machine's loopback
+    glibc_check: bool = False  # deploy compares the package's glibc needs with the target's glibc
 
 
 class Target(ABC):
@@ -128,6 +129,17 @@ class Target(ABC):
         rc = self.run(argv, env=env, cwd=cwd, timeout=timeout,
                       on_output=lambda stream, chunk: (out if stream == "stdout" else err).append(chunk))
         return Captured(rc, b"".join(out), b"".join(err))
+
+    def preflight(self) -> None:
+        """Check what this machine itself needs for the target (EnvironmentMissing), before any work."""
+
+    def default_threads(self) -> int | None:
+        """CPU threads a run gets when -t/run.threads says nothing (None: the phones' 6)."""
+        return None
+
+    def glibc_version(self) -> str | None:
+        """The glibc release programs run against here ("2.31"), None when unknown or not glibc."""
+        return None
 
     def close(self) -> None:
         pass

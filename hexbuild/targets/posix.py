@@ -71,6 +71,13 @@ d=$1
 while [ ! -d "$d" ]; do d=$(dirname "$d"); done
 printf 'dfdir %s\n' "$d"
 printf 'df %s\n' "$(df -Pk "$d" 2>/dev/null | tail -n 1)"'''
+# glibc's version, read three ways (getconf is in libc-bin, which every glibc system has)
+_GLIBC = r'''v=$(getconf GNU_LIBC_VERSION 2>/dev/null) && [ -n "$v" ] && { echo "$v"; exit 0; }
+v=$(ldd --version 2>&1 | head -n 1) && case "$v" in *[Gg][Ll][Ii][Bb][Cc]*|*"GNU libc"*) echo "$v"; exit 0;; esac
+for l in /lib/ld-linux-aarch64.so.1 /lib64/ld-linux-aarch64.so.1 /lib/aarch64-linux-gnu/ld-linux-aarch64.so.1; do
+  [ -x "$l" ] && "$l" --version 2>/dev/null | head -n 1 && exit 0
+done
+exit 0'''
 _LIST_STAT = r'''[ -d "$1" ] || exit 0
 cd "$1" || exit 1
 find . -type f -exec stat -c '%s %a %Y %n' {} +'''
@@ -263,6 +270,14 @@ class ShellTarget(Target):
                 "llama_cpp_revision": (doc.get("llama_cpp") or {}).get("revision") if isinstance(doc.get("llama_cpp"), dict) else None,
                 "htp_versions": doc.get("htp_versions"), "ndev": doc.get("ndev"), "files": len(files),
                 "bytes": sum(int(f.get("size", 0)) for f in files if isinstance(f, dict))}
+
+    def glibc_version(self) -> str | None:
+        if self.os != "linux":
+            return None
+        from ..artifacts.glibc import parse_version
+
+        res = self.sh(_GLIBC, what="reading the glibc version", check=False)
+        return parse_version(res.out) if res.rc == 0 else None
 
     def probe_linux(self, dest: str, *, serial: str | None = None) -> DeviceInfo:
         """Facts of a Linux machine: the SoC from /sys/devices/soc0 or the device tree."""

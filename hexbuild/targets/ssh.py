@@ -27,7 +27,7 @@ from typing import Any, Mapping, Sequence
 
 from ..errors import EnvironmentMissing, RemoteFailed
 from ..ui import ui
-from .base import ByteProgress, DeviceInfo, OutputSink
+from .base import ByteProgress, DeviceInfo, OutputSink, TargetCaps
 from .posix import ShellTarget, shell_command
 
 
@@ -209,6 +209,7 @@ class SshSession:
 class SshTarget(ShellTarget):
     kind = "ssh"
     os = "linux"
+    caps = TargetCaps(glibc_check=True)
 
     def __init__(self, spec: str, session: SshSession, *, timeout: float = 15.0, transfer_timeout: float = 600.0):
         self.spec = spec

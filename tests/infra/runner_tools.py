@@ -1,5 +1,6 @@
 """Stand-ins for llama.cpp tools, for run/bench/launch-script tests: ``argv_echo`` (a C program
-built here with the system cc that reports its argv, cwd and GGML_* environment hex-encoded) and
+built here with the system cc that reports its argv, cwd and GGML_* environment hex-encoded;
+``argv_echo_aarch64`` is the same for AArch64 Linux) and
 ``fake_llama_bench`` (a POSIX sh script printing genuine llama-bench JSONL records)."""
 
 import json
@@ -18,6 +19,18 @@ def argv_echo(tmp_path_factory) -> Path:
     if not cc:
         pytest.fail("no C compiler (cc) to build tests/tools/argv_echo.c: run scripts/setup-test-env.sh")
     out = tmp_path_factory.mktemp("argv-echo") / "argv_echo"
+    subprocess.run([cc, "-O2", "-Wall", "-Werror", "-o", str(out), str(TOOLS / "argv_echo.c")], check=True)
+    return out
+
+
+@pytest.fixture(scope="session")
+def argv_echo_aarch64(tmp_path_factory) -> Path:
+    """argv_echo for AArch64 Linux, linked by Debian's cross gcc against glibc 2.36 (so it needs
+    GLIBC_2.34: a bullseye board cannot load it without a bundled runtime)."""
+    cc = shutil.which("aarch64-linux-gnu-gcc")
+    if not cc:
+        pytest.fail("aarch64-linux-gnu-gcc is missing: run scripts/setup-test-env.sh (installs g++-aarch64-linux-gnu)")
+    out = tmp_path_factory.mktemp("argv-echo-aarch64") / "argv_echo"
     subprocess.run([cc, "-O2", "-Wall", "-Werror", "-o", str(out), str(TOOLS / "argv_echo.c")], check=True)
     return out
 

@@ -1,0 +1,176 @@
+"""The ``qemu[:DIR]`` target: a Linux AArch64 package deployed into a directory of this machine
+(the local: deploy code) and its programs run by the real qemu-aarch64 against a real AArch64
+glibc sysroot (Debian's /usr/aarch64-linux-gnu, or one exported from a Docker image)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import secrets
+import tarfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from hexbuild import config, runner
+from hexbuild.errors import EnvironmentMissing, UsageError
+from hexbuild.targets import parse_target
+from hexbuild.targets.qemu import QemuTarget
+from tests import elf_factory as ef
+from tests.infra.runner_tools import decode_echo
+
+SYSROOT = "/usr/aarch64-linux-gnu"
+NASTY = ["plain", "with space", "it's", 'say "hi"', "$(touch /tmp/pwned)", "`id`", "a;b", "line1\nline2",
+         "naïve ünïcödé ✓", "*", "~", "-n", "", "\\", "$HOME", "--", "-L", "/etc"]
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))  # the default qemu dir and sysroot cache
+    monkeypatch.setenv("HEXBUILD_LINUX_SYSROOT", SYSROOT)
+
+
+@pytest.fixture
+def linux_pkg(tmp_path, argv_echo_aarch64) -> Path:
+    """A Linux package whose programs are the AArch64 argv_echo."""
+    root = tmp_path / "pkg" / "llama.cpp"
+    for d in ("bin", "lib"):
+        (root / d).mkdir(parents=True)
+    for name in ("llama-completion", "llama-cli", "test-backend-ops"):
+        (root / "bin" / name).write_bytes(argv_echo_aarch64.read_bytes())
+        (root / "bin" / name).chmod(0o755)
+    (root / "manifest.json").write_text(json.dumps({"os": "linux"}))
+    return root
+
+
+def deploy_json(cli, pkg, spec, *more):
+    r = cli("--json", "deploy", str(pkg), "--target", spec, *more)
+    return r, (r.json if r.out.strip() else None)
+
+
+# -- grammar --------------------------------------------------------------------------------------
+def test_grammar_default_dir_under_the_cache_and_explicit_dir(tmp_path):
+    t = parse_target("qemu", None)
+    assert isinstance(t, QemuTarget) and t.root == str(tmp_path / "xdg-cache" / "hexbuild" / "qemu" / "llama.cpp")
+    t = parse_target(f"qemu:{tmp_path}/x", {"linux.sysroot": SYSROOT})
+    assert t.root == f"{tmp_path}/x" and t.sysroot == Path(SYSROOT)
+    assert (t.caps.package_oses, t.os, t.kind) == (("linux",), "linux", "qemu")
+    with pytest.raises(UsageError, match="qemu\\[:DIR\\]"):
+        parse_target("qemu:", None)
+
+
+def test_a_directory_that_is_not_a_sysroot_is_refused(tmp_path):
+    t = parse_target(f"qemu:{tmp_path}/x", {"linux.sysroot": str(tmp_path)})
+    with pytest.raises(UsageError, match="not an AArch64 glibc sysroot"):
+        t.sysroot
+
+
+# -- running ------------------------------------------------------------------------------------
+def test_aarch64_programs_go_through_qemu_and_shell_scripts_stay_native(tmp_path, argv_echo_aarch64):
+    t = parse_target(f"qemu:{tmp_path}/inst", config.load(flags={}))
+    got = t.capture([str(argv_echo_aarch64), *NASTY], cwd=str(tmp_path))
+    assert got.rc == 0, got.err
+    assert decode_echo(got.out)["argv"] == [str(argv_echo_aarch64), *NASTY]
+    assert t.capture(["sh", "-c", "uname -m"]).out.strip() == os.uname().machine  # native
+    assert t.emulated(["sh", "-c", "true"], None) == ["sh", "-c", "true"]
+    assert t.emulated(["./prog"], str(argv_echo_aarch64.parent / "nowhere")) == ["./prog"]
+    wrapped = t.emulated([str(argv_echo_aarch64), "-x"], None)
+    assert wrapped[1:] == ["-L", SYSROOT, "--", str(argv_echo_aarch64), "-x"]
+    assert t.capture([str(argv_echo_aarch64)], env={"GGML_HEXAGON_ECHO_EXIT": "4"}).rc == 4
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(extra=st.lists(st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=12),
+                      max_size=6))
+def test_arguments_reach_the_program_exactly_qemu(tmp_path, cli, linux_pkg, extra):
+    spec = f"qemu:{tmp_path}/inst"
+    if not (tmp_path / "inst").exists():
+        assert deploy_json(cli, linux_pkg, spec)[0].rc == 0
+    req = runner.RunRequest(kind="tool", target=spec, results_dir=str(tmp_path / "results"),
+                            extra=["test-backend-ops", *extra])
+    record = runner.run(req, config.load(flags={}))
+    assert record.exit_code == 0
+    got = decode_echo(Path(record.log).read_bytes())
+    assert got["argv"] == record.invocation.argv and got["argv"][len(got["argv"]) - len(extra):] == extra
+
+
+def test_deploy_is_incremental_and_atomic_like_local(cli, tmp_path, linux_pkg):
+    spec = f"qemu:{tmp_path}/inst"
+    r, doc = deploy_json(cli, linux_pkg, spec)
+    assert r.rc == 0, r.err
+    assert doc[0]["status"] == "ok" and doc[0]["files_pushed"] == 3 and doc[0]["glibc"] == {"target": "2.36", "package": "2.34"}
+    assert (tmp_path / "inst").is_symlink() and (tmp_path / "inst" / "bin" / "llama-cli").is_file()
+    r, doc = deploy_json(cli, linux_pkg, spec)
+    assert doc[0]["status"] == "unchanged" and doc[0]["files_pushed"] == 0
+    (linux_pkg / "bin" / "llama-cli").write_bytes(b"#!/bin/sh\necho changed\n")
+    r, doc = deploy_json(cli, linux_pkg, spec)
+    assert doc[0]["status"] == "ok" and doc[0]["files_pushed"] == 1
+    r = cli("--json", "run", "completion", "-t", spec, "--results-dir", str(tmp_path / "res"), "--", "-n", "16")
+    assert r.rc == 0, r.err
+    got = decode_echo(Path(r.json["log"]).read_bytes())
+    assert got["argv"][0] == "./bin/llama-completion" and got["argv"][-2:] == ["-n", "16"]
+    assert got["env"]["LD_LIBRARY_PATH"] == f"{tmp_path}/inst/lib"
+
+
+def test_verbose_prints_the_emulator_command(cli, tmp_path, linux_pkg):
+    spec = f"qemu:{tmp_path}/inst"
+    assert deploy_json(cli, linux_pkg, spec)[0].rc == 0
+    r = cli("-v", "run", "completion", "-t", spec, "--results-dir", str(tmp_path / "res"))
+    assert r.rc == 0, r.err
+    assert f"qemu-aarch64 -L {SYSROOT} -- ./bin/llama-completion" in r.err
+
+
+# -- refusals --------------------------------------------------------------------------------------
+def test_an_android_package_is_refused_in_one_line(cli, tmp_path):
+    pkg = ef.make_package(tmp_path, os="android", htp=["v73"])
+    r, doc = deploy_json(cli, pkg, f"qemu:{tmp_path}/inst")
+    assert r.rc == 2 and "not an android package" in doc["error"]["message"]
+    assert "bionic" in doc["error"]["message"] and "\n" not in doc["error"]["message"]
+    assert not (tmp_path / "inst").exists()
+
+
+def test_missing_qemu_is_exit_3_naming_the_package(cli, tmp_path, linux_pkg, monkeypatch):
+    (tmp_path / "empty-bin").mkdir()
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    r, doc = deploy_json(cli, linux_pkg, f"qemu:{tmp_path}/inst")
+    assert r.rc == 3 and "qemu-aarch64 is not installed" in doc["error"]["message"]
+    assert "apt install qemu-user" in doc["error"]["hint"]
+    assert not (tmp_path / "inst").exists()
+    with pytest.raises(EnvironmentMissing, match="qemu-aarch64 is not installed") as e:
+        parse_target(f"qemu:{tmp_path}/inst", config.load(flags={})).qemu
+    assert e.value.exit_code == 3 and "apt install qemu-user" in e.value.hint
+
+
+def test_without_the_open_image_the_error_says_how_to_make_it(cli, tmp_path, linux_pkg, docker_env, monkeypatch,
+                                                               docker_client):
+    monkeypatch.delenv("HEXBUILD_LINUX_SYSROOT")
+    if docker_client.images.list(name="hexbuild/open-arm64-linux"):
+        pytest.skip("this engine has an open toolchain image (the export test covers that case)")
+    r = cli("deploy", str(linux_pkg), "-t", f"qemu:{tmp_path}/inst")
+    assert r.rc == 3 and "hexbuild toolchain open" in r.err and "--sysroot /usr/aarch64-linux-gnu" in r.err
+
+
+def test_the_default_sysroot_is_exported_from_the_open_image(tmp_path, argv_echo_aarch64, docker_env, docker_client,
+                                                              monkeypatch):
+    """An image named like the open toolchain's, holding a real AArch64 runtime, is the default
+    sysroot: exported once with the Docker SDK into the cache and used by qemu."""
+    monkeypatch.delenv("HEXBUILD_LINUX_SYSROOT")
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name in ("ld-linux-aarch64.so.1", "libc.so.6"):
+            tar.add(f"{SYSROOT}/lib/{name}", arcname=f"usr/aarch64-linux-gnu/lib/{name}")
+    tag = f"qemu-test-{secrets.token_hex(4)}"
+    docker_client.api.import_image_from_data(buf.getvalue(), repository="hexbuild/open-arm64-linux", tag=tag)
+    try:
+        t = parse_target(f"qemu:{tmp_path}/inst", config.load(flags={}))
+        got = t.capture([str(argv_echo_aarch64), "a b"])
+        assert got.rc == 0, got.err
+        assert decode_echo(got.out)["argv"][1:] == ["a b"]
+        assert str(t.sysroot).startswith(str(tmp_path / "xdg-cache" / "hexbuild" / "sysroots"))
+        assert t.glibc_version() == "2.36"
+        again = parse_target(f"qemu:{tmp_path}/inst", config.load(flags={}))
+        assert again.sysroot == t.sysroot  # the cached export, not a second one
+    finally:
+        docker_client.images.remove(f"hexbuild/open-arm64-linux:{tag}", force=True)
