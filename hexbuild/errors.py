@@ -21,6 +21,7 @@ REMOTE_FAILED = 8
 PARSE_FAILED = 9
 WARNINGS_FATAL = 10
 CPU_FALLBACK = 11
+TESTS_FAILED = 12
 INTERRUPTED = 130
 
 EXIT_CODES: dict[int, str] = {
@@ -37,6 +38,8 @@ EXIT_CODES: dict[int, str] = {
     WARNINGS_FATAL: "warnings were raised and --strict makes them fatal",
     CPU_FALLBACK: "the run fell back to the CPU: an HTP session it asked for did not open, or no weights "
                   "landed on an HTP buffer (--allow-cpu-fallback makes it a warning)",
+    TESTS_FAILED: "`hexbuild test` found a failure: an op case failed, nothing was tested, or the perplexity "
+                  "on the NPU is off the CPU's",
     INTERRUPTED: "interrupted (Ctrl-C or SIGTERM); containers and partial files were cleaned up",
 }
 
@@ -114,6 +117,11 @@ class WarningsFatal(HexbuildError):
 class CpuFallback(RemoteFailed):  # a run on a device that did not do what it was for
     exit_code = CPU_FALLBACK
     kind = "cpu-fallback"
+
+
+class TestsFailed(HexbuildError):
+    exit_code = TESTS_FAILED
+    kind = "test"
 
 
 class Interrupted(HexbuildError):

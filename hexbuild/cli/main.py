@@ -26,7 +26,7 @@ from ..ui import ui
 from .common import state
 
 # Commands in the order `--help` lists them; each module defines register(app).
-COMMAND_MODULES = ["build", "verify", "package", "deploy", "run", "bench", "plan", "results",
+COMMAND_MODULES = ["build", "verify", "package", "deploy", "run", "bench", "test", "plan", "results",
                    "release", "source", "config", "doctor"]
 
 app = typer.Typer(

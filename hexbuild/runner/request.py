@@ -44,6 +44,7 @@ class Prepared:
     target: Any
     invocation: Invocation
     prompt_upload: tuple[Path, str] | None = None  # local prompt file → its path on the device
+    sessions: list[str] = field(default_factory=list)  # the HTP devices selected (none: CPU only)
 
 
 def open_target(spec: str, settings):
@@ -139,7 +140,7 @@ def _prepare(target, req: RunRequest, *, offline_ok: bool) -> Prepared:
         raise EnvironmentMissing(f"{inv.argv[0][len('./bin/'):]} is not installed in {dest}/bin on {target.spec}",
                                  hint="deploy a build that has it")
     inv.argv = through_loader(inv.argv, loader_of((manifest or {}).get("runtime"), dest))
-    return Prepared(target, inv, prompt_upload)
+    return Prepared(target, inv, prompt_upload, sess.names)
 
 
 def run(req: RunRequest, settings) -> RunRecord:
