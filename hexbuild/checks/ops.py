@@ -17,6 +17,7 @@ from typing import Any
 from .. import runner
 from ..errors import HexbuildError, Interrupted
 from ..results.backend_ops import parse_case
+from ..results.lines import clean
 from ..ui import ui
 from .report import Case, write
 
@@ -51,7 +52,7 @@ def summarize(lines: list[str]) -> dict[str, Any]:
     """Per (op, type) counts and failing cases of one test-backend-ops run."""
     groups: dict[tuple[str, str], dict[str, Any]] = {}
     for line in lines:
-        case = parse_case(line)
+        case = parse_case(clean(line))
         if case is None:
             continue
         op, params, status, detail = case

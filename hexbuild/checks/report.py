@@ -50,6 +50,7 @@ def junit_xml(title: str, cases: list[Case]) -> str:
 def write(out: Path, *, title: str, doc: dict[str, Any], cases: list[Case], markdown: str) -> dict[str, str]:
     """Write the three files (each whole or not at all) and append to the step summary."""
     files = {"json": out / "results.json", "junit": out / "junit.xml", "markdown": out / "results.md"}
+    doc["files"] = {k: str(v) for k, v in files.items()}
     atomic_write(files["json"], json.dumps(doc, indent=2) + "\n")
     atomic_write(files["junit"], junit_xml(title, cases))
     atomic_write(files["markdown"], markdown)
@@ -57,4 +58,4 @@ def write(out: Path, *, title: str, doc: dict[str, Any], cases: list[Case], mark
     if summary:
         with open(summary, "a", encoding="utf-8") as f:
             f.write(markdown + "\n")
-    return {k: str(v) for k, v in files.items()}
+    return doc["files"]

@@ -35,7 +35,11 @@ def build_dir() -> Path:
 
 
 def ensure_built(log=sys.stderr) -> Path:
-    """The bin/ directory with the programs (and their shared libraries), built if missing."""
+    """The bin/ directory with the programs (and their shared libraries), built if missing.
+    LLAMA_AARCH64_TEST_BIN names an existing build of the same tree instead."""
+    given = os.environ.get("LLAMA_AARCH64_TEST_BIN")
+    if given:
+        return Path(given)
     out = build_dir()
     done = out / "bin" / ".complete"
     if done.exists():
