@@ -225,6 +225,35 @@ class ReleaseStages:
             raise error(f"smoke test failed on {len(failures)} target(s): {failures[0]}", hint=hint,
                         details={"failures": failures})
 
+    def _test(self, stage: Stage) -> None:
+        """`hexbuild test ops` / `test ppl` on every target deployed to; results under dist/tests/."""
+        from ..checks import ops, ppl
+
+        failures: list[str] = []
+        results: dict[str, Any] = {}
+        for spec, dev in self.devices.items():
+            if dev.get("deploy") != "ok":
+                continue
+            slug = "".join(c if c.isalnum() or c in "._-" else "_" for c in spec)
+            for kind in self.opts.tests:
+                out = str(self.dist / "tests" / f"{kind}-{slug}")
+                if kind == "ops":
+                    doc = ops.run(ops.OpsRequest(target=spec, dest=self.settings["deploy.dest"],
+                                                 models_dir=self.settings["deploy.models_dir"], out=out), self.settings)
+                else:
+                    doc = ppl.run(ppl.PplRequest(target=spec, model=self.opts.test_model or "",
+                                                 text=self.opts.test_text or "", dest=self.settings["deploy.dest"],
+                                                 models_dir=self.settings["deploy.models_dir"], out=out), self.settings)
+                results[f"{kind} {spec}"] = {"ok": doc["ok"], "reason": doc["reason"], "files": doc["files"]}
+                if not doc["ok"]:
+                    failures.append(f"{spec}: test {kind}: {doc['reason']}")
+        stage.data["tests"] = results
+        stage.summary = f"{sum(r['ok'] for r in results.values())}/{len(results)} passed"
+        _annotate_each("test", failures)
+        if failures:
+            raise errors.TestsFailed(f"tests failed on {len(failures)} target run(s): {failures[0]}",
+                                     details={"failures": failures})
+
     def _smoke_one(self, runner, req):
         """One smoke run through the runner; the program's output goes to stderr (stdout holds
         the release's result) and is saved as a log, like every `hexbuild run`."""
