@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from . import runner
+from . import bench_history, runner
 from .errors import CpuFallback, HexbuildError, Interrupted, RemoteFailed, UsageError
 from .ui import ui
 
@@ -30,6 +30,7 @@ class BenchRequest:
     targets: list[str]
     models: list[str]
     ndev: list[int] = field(default_factory=lambda: [1])
+    devices: list[str] = field(default_factory=list)  # device lists (HTP0,HTP1), each a configuration
     ubatch: list[int] = field(default_factory=lambda: [1024])
     threads: list[int] = field(default_factory=lambda: [6])
     batch: list[int] = field(default_factory=list)
@@ -41,6 +42,7 @@ class BenchRequest:
     out: str = ""
     timeout: float | None = None
     allow_cpu_fallback: bool = False  # a run whose HTP sessions did not open still counts
+    db: str | None = None  # the history database; None: <results_dir>/bench.sqlite, "": none
 
 
 def int_list(text: str | None, what: str, *, minimum: int = 1, maximum: int | None = None) -> list[int]:
@@ -93,25 +95,26 @@ def jsonl_records(stdout: bytes) -> list[dict[str, Any]]:
     return records
 
 
-def _row(rec: dict[str, Any], *, target: str, ndev: int, model: str, rep: int) -> dict[str, Any]:
+def _row(rec: dict[str, Any], *, target: str, ndev: int, model: str, rep: int, select: str | None = None) -> dict[str, Any]:
     n_prompt, n_gen, n_depth = int(rec.get("n_prompt", 0)), int(rec.get("n_gen", 0)), int(rec.get("n_depth", 0) or 0)
-    return {"target": target, "ndev": ndev, "model": model, "model_filename": rec.get("model_filename"),
+    return {"target": target, "ndev": ndev, "select": select, "model": model, "model_filename": rec.get("model_filename"),
             "devices": rec.get("devices"), "n_batch": rec.get("n_batch"), "n_ubatch": rec.get("n_ubatch"),
             "n_threads": rec.get("n_threads"), "test": test_name(n_prompt, n_gen, n_depth),
             "kind": "prompt" if n_prompt and not n_gen else "eval" if n_gen and not n_prompt else "mixed",
             "n_prompt": n_prompt, "n_gen": n_gen, "n_depth": n_depth, "rep": rep,
-            "avg_ts": float(rec["avg_ts"]), "stddev_ts": float(rec.get("stddev_ts") or 0.0)}
+            "avg_ts": float(rec["avg_ts"]), "stddev_ts": float(rec.get("stddev_ts") or 0.0),
+            "build_commit": rec.get("build_commit")}
 
 
 def summarize(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """The median (and spread) of avg_ts over the repeats of each configuration and test."""
     groups: dict[tuple, list[dict[str, Any]]] = {}
     for r in rows:
-        groups.setdefault(tuple(r[k] for k in CONFIG_KEYS) + (r["test"],), []).append(r)
+        groups.setdefault(tuple(r[k] for k in CONFIG_KEYS) + (r.get("select"), r["test"]), []).append(r)
     out = []
     for key, items in groups.items():
         values = [i["avg_ts"] for i in items]
-        out.append({**dict(zip(CONFIG_KEYS, key[:-1])), "test": key[-1], "kind": items[0]["kind"],
+        out.append({**dict(zip(CONFIG_KEYS, key[:-2])), "select": key[-2], "test": key[-1], "kind": items[0]["kind"],
                     "median_ts": statistics.median(values), "min_ts": min(values), "max_ts": max(values),
                     "n": len(values)})
     return out
@@ -121,7 +124,7 @@ def _config_label(s: dict[str, Any], multi: dict[str, bool]) -> str:
     parts = []
     if multi["target"]:
         parts.append(s["target"])
-    parts.append(f"ndev {s['ndev']}")
+    parts.append(s.get("select") or f"ndev {s['ndev']}")
     if multi["model"]:
         parts.append(s["model"])
     if multi["n_batch"]:
@@ -138,8 +141,9 @@ def _varies(summary: Sequence[dict[str, Any]]) -> dict[str, bool]:
 def markdown(summary: Sequence[dict[str, Any]], failures: Sequence[dict[str, Any]] = ()) -> str:
     tests = list(dict.fromkeys(s["test"] for s in summary))
     configs: dict[tuple, dict[str, float]] = {}
-    for s in summary:
-        configs.setdefault(tuple(s[k] for k in CONFIG_KEYS), {})[s["test"]] = s["median_ts"]
+    for s in summary:  # a device list shows in the ndev column
+        key = tuple(s.get("select") or s[k] if k == "ndev" else s[k] for k in CONFIG_KEYS)
+        configs.setdefault(key, {})[s["test"]] = s["median_ts"]
     head = ["target", "ndev", "model", "batch", "ubatch", "threads"] + [f"{t} t/s" for t in tests]
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" if i < 3 else "---:" for i in range(len(head))) + "|"]
     for key, values in configs.items():
@@ -211,30 +215,34 @@ class _Planned:
     ndev: int
     model: str
     invocation: runner.Invocation
+    select: str | None = None  # the --devices list of this configuration
 
 
 def plan(req: BenchRequest, settings) -> list[_Planned]:
     """Render every configuration first, so that a bad one (a knob the revision does not read,
     several sessions on a v73 phone, a missing llama-bench) fails before anything runs."""
     planned = []
+    selections: list[tuple[int | None, str | None]] = [(n, None) for n in req.ndev] + [(None, d) for d in req.devices]
     for spec in req.targets:
-        for ndev in req.ndev:
+        for ndev, devices in selections:
             for model in req.models:
                 # llama-bench runs the threads × ubatch × batch matrix itself (comma lists).
                 prepared = runner.prepare(runner.RunRequest(
-                    kind="bench", target=spec, dest=req.dest, models_dir=req.models_dir, ndev=ndev,
+                    kind="bench", target=spec, dest=req.dest, models_dir=req.models_dir, ndev=ndev, devices=devices,
                     model=model, knobs=req.knobs, extra=req.extra, threads=",".join(map(str, req.threads)),
                     ubatch=",".join(map(str, req.ubatch)), batch=",".join(map(str, req.batch)) or None,
                     bench_output="jsonl", timeout=req.timeout), settings)
                 prepared.target.close()
-                planned.append(_Planned(spec, ndev, model, prepared.invocation))
+                count = ndev or len([d for d in (devices or "").split(",") if d.strip()])
+                planned.append(_Planned(spec, count, model, prepared.invocation, devices))
     return planned
 
 
 def _run_once(target, p: _Planned, rep: int, req: BenchRequest, logs: Path) -> tuple[dict[str, Any], list]:
     """One llama-bench run: its record for results.json and the JSONL rows it printed."""
-    stem = f"{runner._slug(p.target)}-ndev{p.ndev}-{runner._slug(p.model)}-r{rep}"
-    info: dict[str, Any] = {"target": p.target, "ndev": p.ndev, "model": p.model, "rep": rep,
+    sel = f"dev{runner._slug(p.select)}" if p.select else f"ndev{p.ndev}"
+    stem = f"{runner._slug(p.target)}-{sel}-{runner._slug(p.model)}-r{rep}"
+    info: dict[str, Any] = {"target": p.target, "ndev": p.ndev, "select": p.select, "model": p.model, "rep": rep,
                             "argv": p.invocation.argv, "env": p.invocation.env}
     try:
         record = runner.execute(target, p.invocation, results_dir=logs, passthrough=False,
@@ -253,7 +261,7 @@ def _run_once(target, p: _Planned, rep: int, req: BenchRequest, logs: Path) -> t
     if reason and not req.allow_cpu_fallback:  # CPU numbers under an NPU label are no result
         info.update(error=f"the run fell back to the CPU: {reason}", cpu_fallback=True)
         return info, []
-    return info, [_row(r, target=p.target, ndev=p.ndev, model=p.model, rep=rep) for r in recs]
+    return info, [_row(r, target=p.target, ndev=p.ndev, model=p.model, rep=rep, select=p.select) for r in recs]
 
 
 def run(req: BenchRequest, settings) -> dict[str, Any]:
@@ -270,16 +278,18 @@ def run(req: BenchRequest, settings) -> dict[str, Any]:
     runs: list[dict[str, Any]] = []
     failures: list[dict[str, Any]] = []
     total, done = len(planned) * req.repeat, 0
+    history = bench_history.Recorder(req.db, settings["run.results_dir"])
     try:
         for spec in req.targets:
             with runner.open_target(spec, settings) as target:
+                history.open_target(target, req.dest)
                 for p in (p for p in planned if p.target == spec):
                     for rep in range(1, req.repeat + 1):
                         done += 1
                         ui.info(f"[{done}/{total}] {spec}: ndev {p.ndev}, {p.model}, run {rep}/{req.repeat}")
                         info, got = _run_once(target, p, rep, req, logs)
                         runs.append(info)
-                        rows += got
+                        rows += history.label(target, p.invocation, got)
                         if not got:
                             failures.append(info)
                             why = info.get("error") or (f"llama-bench exited {info['exit_code']} "
@@ -287,12 +297,15 @@ def run(req: BenchRequest, settings) -> dict[str, Any]:
                             ui.warn(f"{spec}: {why} (ndev {p.ndev}, {p.model}, run {rep}); log: {info['log']}")
     except Interrupted:
         if runs:
-            write_outputs(out, req, rows, runs, summarize(rows), failures)
+            write_outputs(out, req, rows, runs, summarize(rows), failures, history)
+            history.save(rows)
         raise
     summary = summarize(rows)
-    files = write_outputs(out, req, rows, runs, summary, failures)
+    files = write_outputs(out, req, rows, runs, summary, failures, history)
+    saved = history.save(rows)
     result = {"schema": SCHEMA, "out": str(out), "files": files, "results": summary,
-              "run_count": len(runs), "failures": failures}
+              "run_count": len(runs), "failures": failures, "bench_id": history.bench_id,
+              "db": str(history.path) if history.path else None, "db_rows": saved}
     if failures:
         if not ui.json:
             ui.result(result, markdown(summary, failures))
@@ -302,10 +315,11 @@ def run(req: BenchRequest, settings) -> dict[str, Any]:
     return result
 
 
-def write_outputs(out: Path, req: BenchRequest, rows, runs, summary, failures) -> dict[str, str]:
+def write_outputs(out: Path, req: BenchRequest, rows, runs, summary, failures, history=None) -> dict[str, str]:
     out.mkdir(parents=True, exist_ok=True)
     md = markdown(summary, failures)
-    doc = {"schema": SCHEMA, "matrix": {"targets": req.targets, "ndev": req.ndev, "models": req.models,
+    doc = {"schema": SCHEMA, "bench_id": getattr(history, "bench_id", None), "time": getattr(history, "time", None),
+           "matrix": {"targets": req.targets, "ndev": req.ndev, "devices": req.devices, "models": req.models,
                                         "ubatch": req.ubatch, "threads": req.threads, "batch": req.batch,
                                         "repeat": req.repeat, "extra": req.extra,
                                         "knobs": dict(req.knobs)},

@@ -60,9 +60,11 @@ OPTIONS: dict[str, Option] = {o.key: o for o in [
     _o("build.pull", str, "missing", "image pull policy", choices=("missing", "always", "never")),
     _o("build.user", str, "", "uid:gid inside the container (default: the invoking user; root on rootless engines)"),
     _o("build.env_passthrough", list, [], "extra environment variables passed into the build container"),
-    _o("build.cache_volume", str, "hexbuild-ccache", "named volume for the compiler cache"),
+    _o("build.cache_volume", str, "hexbuild-ccache", "named volume for the compiler cache, or an absolute directory on the engine's machine (bind-mounted)"),
     _o("build.keep_container", bool, False, "keep the build container after the run, for debugging"),
     _o("build.transfer", str, "auto", "how the checkout reaches the container: mount (bind mount), copy (Docker API copy in/out; for remote engines) or auto", choices=("auto", "mount", "copy")),
+    _o("build.toolchain", str, "vendor", "vendor (the image the checkout pins) or open (hexbuild toolchain open: Debian's clang, Linux only, no NPU libraries)", choices=("vendor", "open")),
+    _o("build.build_targets", list, [], "CMake targets to build and install (default: all; with the open toolchain, the programs hexbuild runs)"),
     # deploy
     _o("deploy.targets", list, [], "deploy targets (adb, adb:SERIAL, adb://HOST:PORT[/SERIAL], adb+ssh://…, ssh://…, local:DIR)"),
     _o("deploy.dest", str, "", "install directory on the target (default /data/local/tmp/llama.cpp on Android, ~/llama.cpp on Linux)"),
@@ -70,6 +72,8 @@ OPTIONS: dict[str, Option] = {o.key: o for o in [
     _o("deploy.ndev", int, 0, "HTP sessions for the launch scripts (0: do not write them)", minimum=0, maximum=16),
     _o("deploy.parallel", int, 4, "targets deployed at once", minimum=1, maximum=64),
     _o("deploy.timeout", float, 600.0, "seconds allowed for one transfer", minimum=1),
+    _o("deploy.wait", float, 10.0, "seconds to wait for another deploy to the same destination", minimum=0),
+    _o("deploy.stale_lock", float, 3600.0, "seconds after which another deploy's lock is stale and broken", minimum=1),
     # ssh
     _o("ssh.known_hosts", str, "", "known_hosts file (default ~/.ssh/known_hosts)"),
     _o("ssh.identity", str, "", "private key file (default: the SSH agent and ~/.ssh/id_*)"),

@@ -20,8 +20,9 @@ DEPLOY_FAILED = 7
 REMOTE_FAILED = 8
 PARSE_FAILED = 9
 WARNINGS_FATAL = 10
-CPU_FALLBACK = 11
-TESTS_FAILED = 12
+REGRESSION = 11
+CPU_FALLBACK = 12
+TESTS_FAILED = 13
 INTERRUPTED = 130
 
 EXIT_CODES: dict[int, str] = {
@@ -36,6 +37,7 @@ EXIT_CODES: dict[int, str] = {
     REMOTE_FAILED: "a command on a device failed (`run` passes the program's own exit code instead)",
     PARSE_FAILED: "nothing recognizable in a log or model file",
     WARNINGS_FATAL: "warnings were raised and --strict makes them fatal",
+    REGRESSION: "bench compare --fail-below found a regression beyond the noise of the repeats",
     CPU_FALLBACK: "the run fell back to the CPU: an HTP session it asked for did not open, or no weights "
                   "landed on an HTP buffer (--allow-cpu-fallback makes it a warning)",
     TESTS_FAILED: "`hexbuild test` found a failure: an op case failed, nothing was tested, or the perplexity "
@@ -112,6 +114,11 @@ class ParseFailed(HexbuildError):
 class WarningsFatal(HexbuildError):
     exit_code = WARNINGS_FATAL
     kind = "strict"
+
+
+class RegressionFound(HexbuildError):
+    exit_code = REGRESSION
+    kind = "regression"
 
 
 class CpuFallback(RemoteFailed):  # a run on a device that did not do what it was for

@@ -17,14 +17,15 @@ How llama.cpp places layers (src/llama-model.cpp, load_tensors, 0.3.20 and 0.3.3
   repeating tensors without a layer number (token_embd_norm, rope_freqs, rope_factors_*) are
   created for layer 0.
 
-Which bytes count against a session (ggml/src/ggml-hexagon/ggml-hexagon.cpp): weights of the
-types the backend repacks (Q4_0, Q4_1, Q8_0, IQ4_NL, MXFP4) go to the session's REPACK buffer;
-its matmul refuses weights with more than 16384 rows ("typically the lm-head"), which therefore
-stay on the CPU, as the gpt-oss-20b log in developer.md shows (``--htp-row-limit 0`` for newer
-revisions that lift the limit). Other tensors (norms, biases, F16/F32 and unsupported quant
-types) are recorded as ``other_bytes``: small, in the session's plain buffer or on the CPU.
-Only the repacked bytes are balanced and checked against the budget. (The 0.3.36 backend also
-repacks Q4_K/Q5_K/Q6_K; this plan counts those as other bytes, like the 0.3.20 backend.)
+Which bytes count against a session follows the revision's rules (hexbuild/plan_rules.py,
+read from its ggml-hexagon.cpp: a checkout, a package's or a deployed target's manifest):
+weights of the types the backend repacks go to the session's REPACK buffer; up to the 0.3.28
+tree its matmul refuses weights with more than 16384 rows ("typically the lm-head"), which
+therefore stay on the CPU, as the gpt-oss-20b log in developer.md shows. Other tensors (norms,
+biases, F16/F32 and types that revision does not repack) are recorded as ``other_bytes``: small,
+in the session's plain buffer or on the CPU. Only the repacked bytes are balanced and checked
+against the budget. K-quant weights count at their GGUF size (the 0.3.36 tiles are slightly
+larger: uncompressed scales).
 
 JSON (``--json``):
 
@@ -39,12 +40,16 @@ JSON (``--json``):
      "sessions": [{"device", "first_layer", "last_layer", "n_layers", "htp_bytes", "other_bytes"}],
      "default_split": {"tensor_split": [1, ...], "assignment": [int], "per_session_bytes": [int],
                        "balance": float, "fits": bool},
+     "rules": {"revision": str | null, "repack_types": [str], "row_limit": int,   # 0: no limit
+               "vmem": {"env", "unit", "default_bytes"} | null,   # the revision's GGML_HEXAGON_VMEM
+               "origin": "source" | "package" | "target" | "assumed"},
      "notes": [str]}
 """
 
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import re
 import shlex
 import struct
@@ -53,9 +58,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .errors import ParseFailed, UsageError
+from .plan_rules import ASSUMED, PlanRules
 
-REPACK_TYPES = frozenset({"Q4_0", "Q4_1", "Q8_0", "IQ4_NL", "MXFP4"})
-HTP_ROW_LIMIT = 16 * 1024
 INPUT_TENSORS = frozenset({"token_embd", "pos_embd", "token_types", "per_layer_token_embd",
                            "masked_embd_centroids", "masked_embd_ordering"})
 FIRST_LAYER_TENSORS = frozenset({"token_embd_norm", "rope_freqs", "rope_factors_long", "rope_factors_short"})
@@ -100,6 +104,7 @@ class ModelLayout:
     input_bytes: int = 0
     input_tensors: int = 0
     notes: list[str] = field(default_factory=list)
+    rules: PlanRules = ASSUMED
 
 
 # -- the GGUF header ---------------------------------------------------------------------------
@@ -236,8 +241,9 @@ def _shards(path: Path, header: GGUFHeader) -> list[Path]:
     return [path.with_name(f"{m[1]}-{i:05d}-of-{count:05d}.gguf") for i in range(1, count + 1)]
 
 
-def read_model(path: str | Path, *, row_limit: int = HTP_ROW_LIMIT) -> ModelLayout:
-    """Sum each layer's bytes from the GGUF tensor table (all shards of a split model)."""
+def read_model(path: str | Path, rules: PlanRules = ASSUMED) -> ModelLayout:
+    """Sum each layer's bytes from the GGUF tensor table (all shards of a split model), placing
+    them by ``rules`` (the revision's repacked types and row limit)."""
     p = Path(path)
     if not p.is_file():
         raise UsageError(f"{path}: no such file")
@@ -257,7 +263,8 @@ def read_model(path: str | Path, *, row_limit: int = HTP_ROW_LIMIT) -> ModelLayo
     n_layer = int(block_count) if block_count else 0
     n_layer = max([n_layer] + [int(m[1]) + 1 for name, *_ in tensors if (m := blk.match(name))])
     layers = [Layer(i, f"blk.{i}") for i in range(n_layer)] + [Layer(n_layer, "output")]
-    layout = ModelLayout(str(path), arch, n_layer, layers)
+    layout = ModelLayout(str(path), arch, n_layer, layers, rules=rules)
+    repack, row_limit = frozenset(rules.repack_types), rules.row_limit
     row_limited = 0
     for name, type_name, shape, n_bytes in tensors:
         base = name.rsplit(".", 1)[0] if name.endswith((".weight", ".bias")) else name
@@ -273,16 +280,16 @@ def read_model(path: str | Path, *, row_limit: int = HTP_ROW_LIMIT) -> ModelLayo
             layer = layers[n_layer]
         layer.tensors += 1
         rows = shape[1] if len(shape) == 2 else 0  # 3-D expert weights go through MUL_MAT_ID: no row limit
-        if type_name in REPACK_TYPES and not (row_limit and rows > row_limit):
+        if type_name in repack and not (row_limit and rows > row_limit):
             layer.htp_bytes += n_bytes
-        elif type_name in REPACK_TYPES:
+        elif type_name in repack:
             layer.cpu_bytes += n_bytes
             row_limited += 1
         else:
             layer.other_bytes += n_bytes
     if row_limited:
         layout.notes.append(f"{row_limited} weight(s) with more than {row_limit} rows stay on the CPU "
-                            f"(the HTP matmul row limit; --htp-row-limit 0 if your revision lifted it)")
+                            f"(the HTP matmul row limit of this revision)")
     return layout
 
 
@@ -373,9 +380,13 @@ def make_plan(layout: ModelLayout, *, vmem: int = DEFAULT_VMEM, max_ndev: int = 
     n_items = len(weights)
     total = sum(weights)
     if total == 0:
-        raise UsageError(f"{layout.path}: no tensors of a type the HTP repacks ({', '.join(sorted(REPACK_TYPES))}): "
-                         "nothing to place on the NPU")
+        raise UsageError(f"{layout.path}: no tensors of a type the HTP repacks "
+                         f"({', '.join(layout.rules.repack_types)}): nothing to place on the NPU")
     notes = list(layout.notes)
+    if layout.rules.origin == "assumed":
+        notes.append("no revision given: assumed the rules of the newest known tree (0.3.36: "
+                     f"repacks {' '.join(layout.rules.repack_types)}; no row limit); pass --source, "
+                     "--package or --target for your revision's")
 
     def best(k: int) -> tuple[list[int], list[int] | None]:
         """(assignment, tensor_split) of the best split llama.cpp can be told to make."""
@@ -446,13 +457,19 @@ def make_plan(layout: ModelLayout, *, vmem: int = DEFAULT_VMEM, max_ndev: int = 
         "default_split": {"tensor_split": [1] * k, "assignment": default_assignment,
                           "per_session_bytes": default_per, "balance": round(balance(default_per), 4),
                           "fits": max(default_per) <= vmem},
+        "rules": layout.rules.to_json(),
         "notes": notes,
     }
 
 
-def plan_model(path: str, *, vmem: str | int | None = None, max_ndev: int | None = None,
+def plan_model(path: str, *, rules: PlanRules = ASSUMED, vmem: str | int | None = None, max_ndev: int | None = None,
                ndev: int | None = None, row_limit: int | None = None, program: str = "llama-cli") -> dict[str, Any]:
-    layout = read_model(path, row_limit=HTP_ROW_LIMIT if row_limit is None else row_limit)
+    """``row_limit`` (--htp-row-limit) overrides the rules' own."""
+    if row_limit is not None:
+        if row_limit < 0:
+            raise UsageError("--htp-row-limit must be 0 (no limit) or a row count")
+        rules = dataclasses.replace(rules, row_limit=row_limit)
+    layout = read_model(path, rules)
     budget = DEFAULT_VMEM if vmem is None else (vmem if isinstance(vmem, int) else parse_size(vmem))
     return make_plan(layout, vmem=budget, max_ndev=DEFAULT_MAX_NDEV if max_ndev is None else max_ndev,
                      ndev=ndev, program=program)
@@ -484,6 +501,18 @@ def render(plan: dict[str, Any]) -> str:
              f"balance (max/mean): {plan['balance']:.3f}   default split: {plan['default_split']['balance']:.3f}",
              f"CPU: {_mib(plan['cpu']['input_bytes'] + plan['cpu']['row_limited_bytes'])} "
              f"(input layer {_mib(plan['cpu']['input_bytes'])})",
-             plan["command"]]
+             plan["command"],
+             _rules_line(plan["rules"])]
     lines += [f"note: {n}" for n in plan["notes"]]
     return "\n".join(lines) + "\n"
+
+
+def _rules_line(rules: dict[str, Any]) -> str:
+    where = rules["origin"] if rules["origin"] == "assumed" else f"{rules['origin']} {rules['revision'] or '?'}"
+    limit = f"{rules['row_limit']} rows" if rules["row_limit"] else "none"
+    line = f"rules ({where}): repacks {' '.join(rules['repack_types'])}; row limit {limit}"
+    vmem = rules.get("vmem")
+    if vmem:
+        default = f", default {_mib(vmem['default_bytes'])}" if vmem.get("default_bytes") else ""
+        line += f"; {vmem['env']} ({vmem['unit']}{default})"
+    return line

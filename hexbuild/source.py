@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import UsageError
+from .plan_rules import read_rules
 
 DOCS_DIRS = ("docs/backend/snapdragon", "docs/backend/hexagon")
 HEXAGON_DIR = "ggml/src/ggml-hexagon"
@@ -49,6 +50,7 @@ class SourceFacts:
     scripts: list[str] = field(default_factory=list)
     tools: list[str] = field(default_factory=list)
     conventions: dict[str, dict[str, str] | None] = field(default_factory=lambda: {o: None for o in OSES})
+    plan_rules: dict[str, Any] | None = None  # what a session holds: hexbuild/plan_rules.py
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -97,6 +99,8 @@ def read_source(path: Path | str) -> SourceFacts:
     facts.device_names = _device_names(root / HEXAGON_DIR)
     facts.scripts = _scripts(root)
     facts.conventions = _conventions(root, facts.docs_dir)
+    rules = read_rules(root, facts.revision)
+    facts.plan_rules = rules.manifest_json() if rules else None
     return facts
 
 

@@ -103,7 +103,7 @@ if ! python3 -c 'import hexbuild, pytest, hypothesis, docker, paramiko, elftools
 fi
 
 # --- real llama.cpp trees (cached outside the repository) ------------------
-for v in 0.3.20 0.3.36; do
+for v in 0.3.20 0.3.28 0.3.36; do
   dst="$cache/llama-cpp-python-$v"
   if [ ! -d "$dst/vendor/llama.cpp/ggml" ]; then
     log "downloading llama-cpp-python $v source distribution"
@@ -133,6 +133,14 @@ if [ ! -s "$rootfs_tar" ]; then
   ln -sf clang-19 "$dir/usr/bin/clang"; ln -sf clang++-19 "$dir/usr/bin/clang++"; ln -sf ld.lld-19 "$dir/usr/bin/ld.lld"
   tar -C "$dir" -cf "$rootfs_tar.part" . && mv "$rootfs_tar.part" "$rootfs_tar"
   rm -rf "$dir"
+fi
+# --- the open toolchain's root filesystem (hexbuild toolchain open, engine without a network) ---
+# Built by hexbuild's own code (debootstrap + the recipe in docker/open-arm64-linux/) into the test
+# cache; the open_image fixture imports it into the test engine in seconds. Keyed by the recipe.
+if ! (cd "$here" && HEXBUILD_TEST_CACHE="$cache" python3 -m tests.infra.real_build --rootfs --check) >/dev/null 2>&1; then
+  need_root
+  log "open toolchain root filesystem (debootstrap + clang-19, lld-19, llvm-19, cmake, ninja, ccache, AArch64 sysroot)"
+  (cd "$here" && HEXBUILD_TEST_CACHE="$cache" python3 -m tests.infra.real_build --rootfs) >/dev/null || exit 3
 fi
 # --- virtual board root filesystem (Debian bullseye arm64, glibc 2.31) ------
 if [ ! -e "$cache/board-rootfs-bullseye-arm64/.hexbuild-rootfs-complete" ]; then

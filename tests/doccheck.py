@@ -292,6 +292,11 @@ def check_argv(root: Any, argv: list[str]) -> list[str]:
                 problems.append(f"{' '.join(path)}: {name} takes no value")
             i += 1
             continue
+        delegates = getattr(cmd, "delegates", {})  # `bench compare`: a command handing over to another
+        if not positional and tok in delegates:
+            cmd, path = root.commands[delegates[tok]], path + [tok]
+            i += 1
+            continue
         if _is_group(cmd) and not positional:
             sub = cmd.commands.get(tok)
             if sub is None:

@@ -60,6 +60,13 @@ def test_fake_bench_prints_records_llama_bench_fields(tmp_path, fake_llama_bench
     assert list(records[0])[len(fields):] == ["samples_ns", "samples_ts"]
 
 
+@pytest.fixture(autouse=True)
+def results_dir(tmp_path, monkeypatch):
+    """The default history database goes to <run.results_dir>/bench.sqlite: keep it out of the checkout."""
+    monkeypatch.setenv("HEXBUILD_RUN_RESULTS_DIR", str(tmp_path / "results"))
+    return tmp_path / "results"
+
+
 @pytest.fixture
 def bench_install(tmp_path, fake_llama_bench, argv_echo):
     inst = make_install(tmp_path / "device" / "llama.cpp", {"llama-bench": fake_llama_bench,
@@ -119,6 +126,7 @@ def test_bench_matrix_end_to_end(cli, tmp_path, bench_install, monkeypatch):
     w, h = png_size(out / "results.png")
     assert w > 600 and h > 300
     assert len(list((out / "logs").glob("*.log"))) == 12
+    assert doc["db"] == str(tmp_path / "results" / "bench.sqlite") and doc["db_rows"] == len(saved["records"])
 
 
 def test_bench_human_output_is_the_markdown_table(cli, tmp_path, bench_install):

@@ -53,8 +53,20 @@ def fixture_copy(tmp_path: Path, owner: tuple[int, int] | None = USER) -> Path:
     return dst
 
 
+# The engine may be shared (HEXBUILD_TEST_DOCKER_HOST) with builds that are not this test run's:
+# only containers created after this module was imported count, and only those are removed.
+_SINCE = time.time() - 1
+
+
 def containers(client) -> list[str]:
-    return [c.name for c in client.containers.list(all=True) if c.name.startswith("hexbuild-")]
+    from datetime import datetime, timezone
+
+    def created(c) -> float:
+        stamp = (c.attrs.get("Created") or "")[:26].rstrip("Z")
+        return datetime.fromisoformat(stamp).replace(tzinfo=timezone.utc).timestamp() if stamp else 0.0
+
+    return [c.name for c in client.containers.list(all=True, filters={"label": "hexbuild"})
+            if c.name.startswith("hexbuild-") and created(c) >= _SINCE]
 
 
 def result_json(cp: subprocess.CompletedProcess) -> dict:
@@ -250,6 +262,36 @@ def test_htp_subset_builds_only_those_and_a_full_build_restores_all(tmp_path, do
     assert sorted(p.name for p in (pkg / "lib").glob("libggml-htp-*")) == [
         "libggml-htp-v68.so", "libggml-htp-v69.so", "libggml-htp-v73.so"]
     assert "-UCMAKE_PROJECT_ggml_INCLUDE" in Path(data["log"]).read_text()
+
+
+def test_build_target_builds_and_installs_only_those_and_a_full_build_restores_all(tmp_path, docker_host,
+                                                                                   toolchain_images):
+    src = fixture_copy(tmp_path)
+    cp = hexbuild("build", "-s", str(src), "--user", "1000:1000", "--build-target", "llama-cli", "--json",
+                  docker_host=docker_host)
+    assert cp.returncode == 0, cp.stderr
+    data = result_json(cp)
+    pkg = Path(data["package"])
+    assert data["build_targets"] == ["llama-cli"] and data["toolchain"] == "vendor" and data["verify"]["ok"]
+    # install(TARGETS) of what was not built is skipped; libraries the program needs are there
+    assert sorted(p.name for p in (pkg / "bin").iterdir()) == ["llama-cli"]
+    assert {"libllama.so", "libggml.so", "libggml-base.so"} <= {p.name for p in (pkg / "lib").iterdir()}
+    assert json.loads((pkg / "manifest.json").read_text())["build_targets"] == ["llama-cli"]
+    log = Path(data["log"]).read_text()
+    assert "llama-bench" not in log.split("+ cmake --install")[0]  # never compiled
+
+    # a target that installs nothing is an error, and the previous package stays
+    cp = hexbuild("build", "-s", str(src), "--user", "1000:1000", "--build-target", "htp_iface",
+                  docker_host=docker_host)
+    assert cp.returncode == 4 and "nothing in the package for --build-target htp_iface" in cp.stderr, cp.stderr
+    assert sorted(p.name for p in (pkg / "bin").iterdir()) == ["llama-cli"]
+
+    # every target again: the selection leaves the CMake cache
+    cp = hexbuild("build", "-s", str(src), "--user", "1000:1000", "--json", docker_host=docker_host)
+    assert cp.returncode == 0, cp.stderr
+    assert sorted(p.name for p in (pkg / "bin").iterdir()) == ["llama-bench", "llama-cli", "llama-completion"]
+    log = Path(result_json(cp)["log"]).read_text()
+    assert "-UCMAKE_PROJECT_INCLUDE" in log and "-UHEXBUILD_BUILD_TARGETS" in log
 
 
 def test_compile_error_exits_4_with_the_last_lines(tmp_path, docker_host, toolchain_images, docker_client):

@@ -53,7 +53,7 @@ def test_ops_fail_by_name_on_a_broken_backend(cli, tmp_path, monkeypatch):
     summary = tmp_path / "summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     r = cli("--json", "test", "ops", "-t", f"local:{root}", "--ndev", "2", "--out", str(tmp_path / "out"))
-    assert r.rc == 12, r.err
+    assert r.rc == 13, r.err
     assert "MUL_MAT(type_a=f16,type_b=f32,m=64,n=45,k=128" in r.err.splitlines()[-2]
     doc = json.loads((tmp_path / "out" / "results.json").read_text())
     assert not doc["ok"] and [d["device"] for d in doc["devices"]] == ["HTP0", "HTP1"]
@@ -86,7 +86,7 @@ def test_ops_on_a_cpu_only_package_tested_nothing(cli, tmp_path, argv_echo):
     root = make_install(tmp_path / "dev" / "llama.cpp", {"test-backend-ops": argv_echo},
                         manifest={"htp_versions": [], "files": [{"path": "bin/test-backend-ops"}]})
     r = cli("test", "ops", "-t", f"local:{root}", "--out", str(tmp_path / "out"))
-    assert r.rc == 12 and "nothing was tested" in r.err and "CPU only" in r.err
+    assert r.rc == 13 and "nothing was tested" in r.err and "CPU only" in r.err
     assert not (tmp_path / "out" / "logs").exists()  # nothing ran
 
 
@@ -122,7 +122,7 @@ def test_real_test_backend_ops_says_ok_having_tested_nothing(cli, tmp_path, npu_
     spec = f"qemu:{tmp_path / 'board'}"
     deploy(cli, npu_package, spec)
     r = cli("--json", "test", "ops", "-t", spec, "--out", str(tmp_path / "out"))
-    assert r.rc == 12, r.err
+    assert r.rc == 13, r.err
     log = Path(r.json["devices"][0]["log"]).read_text()
     assert "backends passed" in log and "OK" in log and r.json["devices"][0]["exit_code"] == 0  # upstream: OK
     assert r.json["devices"][0]["verdict"] == "nothing-tested" and "nothing was tested on HTP0" in r.err
@@ -152,7 +152,7 @@ def test_real_perplexity_gate_passes_and_fails(cli, tmp_path, npu_package):
     # a genuinely different result on the reference side: another model
     r = cli("--json", "test", "ppl", "-t", spec, "--model", "tiny-a.gguf", "--reference-model", "tiny-b.gguf",
             *common, "--out", str(tmp_path / "bad"))
-    assert r.rc == 12
+    assert r.rc == 13
     assert "apart, more than 1.00%" in r.err
     bad = json.loads((tmp_path / "bad" / "results.json").read_text())
     assert bad["relative_diff"] > 0.01 and bad["cpu"]["ppl"] != bad["htp"]["ppl"]

@@ -46,44 +46,8 @@ def test_config_show_sources(cli, tmp_path):
     assert r.json["config_file"].endswith("hexbuild.toml")
 
 
-def _bad_inputs(tmp_path):
-    notdir = tmp_path / "afile"
-    notdir.write_text("x")
-    bad_key = tmp_path / "badkey"
-    bad_key.mkdir()
-    (bad_key / "hexbuild.toml").write_text('[build]\nflavour = "x"\n')
-    bad_type = tmp_path / "badtype"
-    bad_type.mkdir()
-    (bad_type / "hexbuild.toml").write_text('[build]\njobs = "lots"\n')
-    return [
-        (["source", "info", "--source", str(tmp_path / "missing")], {}, "no such directory"),
-        (["source", "info", "--source", str(tmp_path)], {}, "not a llama.cpp checkout"),
-        (["source", "info", "--source", str(notdir)], {}, "not a directory"),
-        (["config", "show", "--source", str(bad_key)], {}, "unknown key 'build.flavour'"),
-        (["config", "show", "--source", str(bad_type)], {}, "build.jobs must be an integer"),
-        (["config", "show"], {"HEXBUILD_BUILD_OS": "ios"}, "build.os must be one of android, linux"),
-        (["config", "show", "--config", str(tmp_path / "nope.toml")], {}, "config file not found"),
-        (["doctor", "--for", "juggling"], {}, "not a kind of work"),
-        (["source", "info", "--bogus"], {}, "No such option: --bogus"),
-        (["frobnicate"], {}, "No such command"),
-        (["config", "show"], {"HEXBUILD_DEPLOY_NDEV": "99"}, "at most 16"),
-    ]
-
-
-def test_bad_inputs_one_line_and_usage_exit(cli, tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    cases = _bad_inputs(tmp_path)
-    assert len(cases) >= 10
-    for argv, env, words in cases:
-        for k in list(os.environ):
-            if k.startswith("HEXBUILD_") and k != "HEXBUILD_TEST_CACHE":
-                monkeypatch.delenv(k)
-        r = cli(*argv, env=env)
-        assert r.rc == errors.USAGE, (argv, r.rc, r.err)
-        lines = [ln for ln in r.err.splitlines() if ln.strip()]
-        assert lines[0].startswith("hexbuild: error: ") and words in lines[0], (argv, r.err)
-        assert all(ln.startswith(("hexbuild: error:", "hint:")) for ln in lines), r.err
-        assert "Traceback" not in r.err and r.out == ""
+# The table of bad inputs (one line, the documented exit code, nothing half-written) is
+# tests/test_bad_input.py, one row per kind, mirrored in README.md.
 
 
 def test_bad_input_json_error_object(cli, tmp_path):

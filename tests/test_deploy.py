@@ -110,8 +110,8 @@ def test_redeploy_of_the_same_package_pushes_nothing(make_device, pkg):
     assert (again.status, again.files_pushed, again.bytes_pushed, again.files_removed) == ("unchanged", 0, 0, 0)
 
 
-def test_one_changed_library_travels_alone_and_the_rest_is_hard_linked(make_device, pkg):
-    dev = make_device("SM8550")
+def test_one_changed_library_travels_alone_and_the_rest_is_hard_linked(make_device, pkg, userland):
+    dev = make_device("SM8550", userland=userland)
     t = t_adb(dev)
     first = one(pkg, t)
     (pkg / "lib" / "libggml-cpu.so").write_bytes(os.urandom(650_000))
@@ -126,8 +126,8 @@ def test_one_changed_library_travels_alone_and_the_rest_is_hard_linked(make_devi
     assert old.exists() and sha(old) != sha(installed / "lib/libggml-cpu.so")  # the old release untouched
 
 
-def test_a_removed_file_is_gone_and_counted(make_device, pkg):
-    dev = make_device("SM8650")
+def test_a_removed_file_is_gone_and_counted(make_device, pkg, userland):
+    dev = make_device("SM8650", userland=userland)
     t = t_adb(dev)
     one(pkg, t)
     (pkg / "bin" / "convert_hf_to_gguf.py").unlink()
@@ -137,8 +137,8 @@ def test_a_removed_file_is_gone_and_counted(make_device, pkg):
     assert tree(on_device(dev)) == tree(pkg)
 
 
-def test_verify_rehashes_on_the_device_and_repairs_drift(make_device, pkg):
-    dev = make_device("SM8650")
+def test_verify_rehashes_on_the_device_and_repairs_drift(make_device, pkg, userland):
+    dev = make_device("SM8650", userland=userland)
     t = t_adb(dev)
     one(pkg, t)
     victim = on_device(dev) / "lib" / "libggml-opencl.so"
@@ -165,8 +165,8 @@ def test_missing_or_truncated_files_are_repaired_without_verify(make_device, pkg
     assert (on_device(dev) / "bin/llama-cli").stat().st_mode & 0o777 == 0o755
 
 
-def test_a_repair_cut_off_midway_is_finished_and_cleaned_up_by_the_next_run(make_device, pkg):
-    dev = make_device("SM8650")
+def test_a_repair_cut_off_midway_is_finished_and_cleaned_up_by_the_next_run(make_device, pkg, userland):
+    dev = make_device("SM8650", userland=userland)
     t = t_adb(dev)
     one(pkg, t)
     for rel in ("lib/libggml-cpu.so", "lib/libggml-opencl.so"):
@@ -188,8 +188,8 @@ def test_a_repair_cut_off_midway_is_finished_and_cleaned_up_by_the_next_run(make
 
 # -- atomic ---------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("step", ["stage", "linked", "pushed:1", "pushed:2", "bytes:300000", "pushed", "manifest"])
-def test_a_deploy_cut_at_any_step_leaves_the_old_install_and_a_rerun_converges(make_device, pkg, step):
-    dev = make_device("SM8650")
+def test_a_deploy_cut_at_any_step_leaves_the_old_install_and_a_rerun_converges(make_device, pkg, step, userland):
+    dev = make_device("SM8650", userland=userland)
     t = t_adb(dev)
     one(pkg, t)
     before = tree(on_device(dev))
@@ -217,8 +217,8 @@ def test_a_deploy_cut_at_any_step_leaves_the_old_install_and_a_rerun_converges(m
 
 
 @pytest.mark.parametrize("when", ["bytes:2000000", "pushed"])
-def test_killing_adbd_mid_deploy_keeps_the_old_install_and_a_rerun_resumes(make_device, pkg, adb_server, when):
-    dev = make_device("SM8650")
+def test_killing_adbd_mid_deploy_keeps_the_old_install_and_a_rerun_resumes(make_device, pkg, adb_server, when, userland):
+    dev = make_device("SM8650", userland=userland)
     t = t_adb(dev)
     one(pkg, t)
     before = tree(on_device(dev))
@@ -425,8 +425,8 @@ def gguf_file(path: Path, seed: int = 0) -> Path:
     return path
 
 
-def test_models_are_pushed_once_atomically_and_replaced_when_they_change(make_device, pkg, tmp_path):
-    dev = make_device("SM8650")
+def test_models_are_pushed_once_atomically_and_replaced_when_they_change(make_device, pkg, tmp_path, userland):
+    dev = make_device("SM8650", userland=userland)
     t = t_adb(dev)
     model = gguf_file(tmp_path / "tiny.gguf")
     res = one(pkg, t, models=[model])
@@ -441,8 +441,8 @@ def test_models_are_pushed_once_atomically_and_replaced_when_they_change(make_de
     assert sorted(p.name for p in (dev.tmp / "gguf").iterdir()) == [".hexbuild", "tiny.gguf"]  # no temp files
 
 
-def test_a_model_cut_mid_push_leaves_no_partial_model(make_device, pkg, tmp_path):
-    dev = make_device("SM8650")
+def test_a_model_cut_mid_push_leaves_no_partial_model(make_device, pkg, tmp_path, userland):
+    dev = make_device("SM8650", userland=userland)
     t = t_adb(dev)
     one(pkg, t)
     model = gguf_file(tmp_path / "m.gguf")
@@ -460,8 +460,8 @@ def test_a_model_cut_mid_push_leaves_no_partial_model(make_device, pkg, tmp_path
     assert sorted(p.name for p in (dev.tmp / "gguf").iterdir()) == [".hexbuild", "m.gguf"]
 
 
-def test_rollback_restores_the_previous_install(make_device, pkg, cli):
-    dev = make_device("SM8650")
+def test_rollback_restores_the_previous_install(make_device, pkg, cli, userland):
+    dev = make_device("SM8650", userland=userland)
     t = t_adb(dev)
     first = one(pkg, t)
     old = tree(on_device(dev))
@@ -484,8 +484,8 @@ def test_rollback_without_history_fails_clearly(make_device, pkg):
     assert "no previous install" in one(None, t, rollback=True).error
 
 
-def test_a_plain_directory_from_adb_push_is_adopted_and_kept_for_rollback(make_device, pkg, adb_server):
-    dev = make_device("SM8650")
+def test_a_plain_directory_from_adb_push_is_adopted_and_kept_for_rollback(make_device, pkg, adb_server, userland):
+    dev = make_device("SM8650", userland=userland)
     adb_server("-s", dev.serial, "push", str(pkg), "/data/local/tmp/", timeout=60)  # the upstream way
     assert on_device(dev).is_dir() and not on_device(dev).is_symlink()
     (pkg / "lib" / "libggml-cpu.so").write_bytes(b"changed")

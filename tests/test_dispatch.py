@@ -1,6 +1,6 @@
 """The dispatch proof: the Hexagon backend's session lines (made from each real tree's own format
 strings, and the real transcripts in its docs) read into a verdict, and `hexbuild run`/`bench`
-failing with exit 11 when a run fell back to the CPU. The NPU itself is stood in for at the lowest
+failing with exit 12 when a run fell back to the CPU. The NPU itself is stood in for at the lowest
 layer: a device program on a local: target that prints the backend's lines and exits 0, as
 llama.cpp does when it carries on without the NPU."""
 
@@ -158,7 +158,7 @@ def install(tmp_path, program, *, manifest=None, tools=("llama-completion",)):
 def test_run_fails_with_the_backends_reason(cli, tmp_path, failing_npu):
     spec, _ = install(tmp_path, npu_program(tmp_path, failing_npu))
     r = cli("--json", "run", "completion", "-t", spec, "--model", "m.gguf", "--results-dir", str(tmp_path / "res"))
-    assert r.rc == errors.CPU_FALLBACK == 11, r.err
+    assert r.rc == errors.CPU_FALLBACK == 12, r.err
     lines = [l for l in r.err.splitlines() if l.startswith("hexbuild: error:")]
     assert len(lines) == 1 and "HTP0 did not open" in lines[0] and "error 0x80000406" in lines[0]
     assert "hint: 0x80000406 is AEE_EUNABLETOLOAD" in r.err and "hexbuild verify PKG --htp v79" in r.err
@@ -198,7 +198,7 @@ def test_virtual_devices_named_and_checked(cli, tmp_path, tree_0_3_36, new_fmt):
     spec, _ = install(tmp_path, npu_program(tmp_path, lines), manifest={"llama_cpp": facts})
     r = cli("--json", "run", "completion", "-t", spec, "--devices", "HTP0:0,HTP0:1", "--results-dir",
             str(tmp_path / "res"))
-    assert r.rc == 11
+    assert r.rc == 12
     d = first_json(r.out)["dispatch"]
     assert d["requested_devices"] == ["HTP0:0", "HTP0:1"] and d["opened"] == 1
     assert {s["name"]: s["virt"] for s in d["sessions"]} == {"HTP0:0": 0, "HTP0:1": 1}
@@ -230,7 +230,7 @@ def test_bench_exits_11_on_fallback(cli, tmp_path, failing_npu, fake_llama_bench
     (models / "a.gguf").write_bytes(b"GGUF")
     r = cli("--json", "bench", "-t", spec, "--model", "a.gguf", "--models-dir", str(models),
             "--out", str(tmp_path / "out"))
-    assert r.rc == 11, r.err
+    assert r.rc == 12, r.err
     assert "fell back to the CPU: HTP0 did not open" in r.err
     r = cli("--json", "bench", "-t", spec, "--model", "a.gguf", "--models-dir", str(models),
             "--out", str(tmp_path / "out2"), "--allow-cpu-fallback")

@@ -110,3 +110,26 @@ def test_the_manifest_records_a_linux_packages_glibc_needs(tmp_path, programs):
     assert m["glibc"] == {"needs": {"GLIBC": "2.36"}, "files": {"bin/llama-completion": {"GLIBC": "2.36"}}}
     assert "glibc" not in build_manifest(pkg, {"os": "android"})
     json.dumps(m)
+
+
+def test_a_linux_targets_glibc_is_read_with_fallbacks(tmp_path, monkeypatch):
+    """The probe script runs in the target's real sh; getconf first, then `ldd --version` when
+    getconf is missing or fails (busybox/Yocto images), else None — never an exception."""
+    from hexbuild.targets import parse_target
+
+    t = parse_target(f"local:{tmp_path}", None)
+    real = subprocess.run(["getconf", "GNU_LIBC_VERSION"], capture_output=True, text=True).stdout.split()[-1]
+    assert t.glibc_version() == real
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    for name in ("sh", "head", "cat"):
+        (bin_ / name).symlink_to(shutil.which(name))
+    (bin_ / "getconf").write_text("#!/bin/sh\necho 'getconf: unknown variable' >&2; exit 1\n")
+    (bin_ / "ldd").write_text("#!/bin/sh\necho 'ldd (Ubuntu GLIBC 2.35-0ubuntu3.8) 2.35'\n")
+    for p in bin_.iterdir():
+        if not p.is_symlink():
+            p.chmod(0o755)
+    monkeypatch.setenv("PATH", str(bin_))
+    assert t.glibc_version() == "2.35"
+    (bin_ / "ldd").unlink()
+    assert t.glibc_version() in (None, real)  # only a loader at /lib/ld-linux-aarch64.so.1 could still answer

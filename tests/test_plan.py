@@ -7,6 +7,7 @@ data section, so it reads as 11.8 GB while taking a few KB on disk.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import random
@@ -18,10 +19,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hexbuild import errors
+from hexbuild.plan_rules import PlanRules
 from hexbuild.plan import (DEFAULT_VMEM, balance, llama_assign, make_plan, min_max_cap, parse_size,
                            ratios_for, read_gguf_header, read_model, split_ends)
 
 MiB = 1024 ** 2
+# The rules of the trees up to 0.3.28 (the developer.md gpt-oss log is from one): the lm-head
+# (201088 rows) stays on the CPU.
+LIMITED = PlanRules(revision="0.3.28", repack_types=["IQ4_NL", "MXFP4", "Q4_0", "Q4_1", "Q8_0"], row_limit=16384,
+                    origin="source")
 
 
 # -- GGUF writers -------------------------------------------------------------------------------
@@ -193,7 +199,7 @@ def test_ratios_reproduce_any_contiguous_split_exactly(n_items, data):
 # -- reading GGUF --------------------------------------------------------------------------------
 
 def test_read_model_sums_layers_like_llama_cpp(gpt_oss):
-    layout = read_model(gpt_oss)
+    layout = read_model(gpt_oss, LIMITED)
     assert layout.arch == "gpt-oss" and layout.n_layer == 24 and len(layout.layers) == 25
     # every repeating layer: 4 Q4_0 attention weights + 3 MXFP4 expert tensors = 417.66 MiB
     assert {layer.htp_bytes for layer in layout.layers[:24]} == {437944320}
@@ -207,7 +213,7 @@ def test_read_model_sums_layers_like_llama_cpp(gpt_oss):
 
 
 def test_without_the_row_limit_the_lm_head_counts_on_the_last_session(gpt_oss):
-    layout = read_model(gpt_oss, row_limit=0)
+    layout = read_model(gpt_oss, dataclasses.replace(LIMITED, row_limit=0))
     assert layout.layers[24].htp_bytes == 615329280 and layout.layers[24].cpu_bytes == 0
     plan = make_plan(layout, ndev=4)
     default = plan["default_split"]["per_session_bytes"]
@@ -273,8 +279,8 @@ def test_split_gguf_reads_every_shard(tmp_path):
     write_sparse_gguf(tmp_path / "split.gguf", "gpt-oss", 24, tensors, split_max_tensors=200)
     shards = sorted(p.name for p in tmp_path.glob("split-*.gguf"))
     assert shards == ["split-00001-of-00003.gguf", "split-00002-of-00003.gguf", "split-00003-of-00003.gguf"]
-    whole = read_model(tmp_path / "whole.gguf")
-    split = read_model(tmp_path / shards[0])
+    whole = read_model(tmp_path / "whole.gguf", LIMITED)
+    split = read_model(tmp_path / shards[0], LIMITED)
     assert [(x.htp_bytes, x.other_bytes, x.cpu_bytes) for x in split.layers] == \
            [(x.htp_bytes, x.other_bytes, x.cpu_bytes) for x in whole.layers]
     with pytest.raises(errors.UsageError, match="pass the first one"):
@@ -291,7 +297,7 @@ def best_contiguous_balance(weights, k):
 
 
 def test_gpt_oss_plan_on_four_sessions_improves_the_default_split(gpt_oss):
-    plan = make_plan(read_model(gpt_oss), ndev=4)
+    plan = make_plan(read_model(gpt_oss, LIMITED), ndev=4)
     default = plan["default_split"]
     # llama.cpp's own split of this model (developer.md): 2923/2505/2505/2088 MiB, max/mean 1.17
     assert [round(b / MiB, 2) for b in default["per_session_bytes"]] == [2923.59, 2505.94, 2505.94, 2088.28]
@@ -309,7 +315,7 @@ def test_gpt_oss_plan_on_four_sessions_improves_the_default_split(gpt_oss):
 
 
 def test_plan_picks_the_fewest_sessions_that_fit(gpt_oss):
-    layout = read_model(gpt_oss)
+    layout = read_model(gpt_oss, LIMITED)
     # 8 layers of 417.66 MiB = 3341 MiB fit in 3.5 GiB: three sessions are enough
     assert make_plan(layout)["ndev"] == 3
     # with 3 GiB per session: 7 layers = 2923.59 MiB fit, 25 layers need 4 sessions
@@ -342,14 +348,15 @@ def test_plan_reaches_the_best_balance_for_any_layer_sizes(sizes, budget_mib):
 
 
 def test_sixteen_sessions_use_the_default_split(gpt_oss):
-    plan = make_plan(read_model(gpt_oss), ndev=16)
+    plan = make_plan(read_model(gpt_oss, LIMITED), ndev=16)
     assert plan["tensor_split"] is None and "--tensor-split" not in plan["args"]
     assert plan["assignment"] == plan["default_split"]["assignment"]
     assert any("at most 15" in n for n in plan["notes"])
 
 
-def test_cli_json(gpt_oss, cli):
-    rc, out, err = run_cli(cli, "plan", "--model", str(gpt_oss), "--vmem", "3072MiB", "--json")
+def test_cli_json(gpt_oss, cli, tree_0_3_28):
+    rc, out, err = run_cli(cli, "plan", "--model", str(gpt_oss), "--vmem", "3072MiB", "--json",
+                           "--source", str(tree_0_3_28))
     assert rc == 0, err
     data = json.loads(out)
     for key in ("ndev", "per_session_bytes", "balance", "tensor_split", "command", "layers", "assignment",
@@ -361,7 +368,7 @@ def test_cli_json(gpt_oss, cli):
 
 
 def test_cli_human(gpt_oss, cli):
-    rc, out, err = run_cli(cli, "plan", "-m", str(gpt_oss), "--ndev", "4")
+    rc, out, err = run_cli(cli, "plan", "-m", str(gpt_oss), "--ndev", "4", "--htp-row-limit", "16384")
     assert rc == 0, err
     assert "GGML_HEXAGON_NDEV=4 llama-cli -m gpt-oss-20b-Q4_0.gguf" in out
     assert "--tensor-split 11,12,12,15" in out  # on one line: the command is never wrapped
@@ -437,3 +444,156 @@ def test_random_uneven_model_round_trip(tmp_path):
         plan = make_plan(layout, ndev=k)
         assert llama_assign(plan["tensor_split"], layout.n_layer) == plan["assignment"]
         assert plan["balance"] <= best_contiguous_balance(weights, k) + 0.01
+
+
+# -- the revision's rules --------------------------------------------------------------------------
+
+def k_quant_tensors():
+    """A llama-shaped model: Q4_K attention/FFN weights, Q6_K ffn_down, and a Q8_0 lm-head of
+    32768 rows (over the old 16384-row limit)."""
+    from gguf import GGMLQuantizationType as T
+
+    E, F, V = 2048, 8192, 32768
+    t = [("token_embd.weight", [E, V], T.Q4_K)]
+    for il in range(8):
+        p = f"blk.{il}."
+        t += [(p + "attn_norm.weight", [E], T.F32), (p + "attn_q.weight", [E, E], T.Q4_K),
+              (p + "attn_k.weight", [E, 512], T.Q4_K), (p + "attn_v.weight", [E, 512], T.Q4_0),
+              (p + "attn_output.weight", [E, E], T.Q4_K), (p + "ffn_norm.weight", [E], T.F32),
+              (p + "ffn_gate.weight", [E, F], T.Q4_K), (p + "ffn_up.weight", [E, F], T.Q4_K),
+              (p + "ffn_down.weight", [F, E], T.Q6_K)]
+    t += [("output_norm.weight", [E], T.F32), ("output.weight", [E, V], T.Q8_0)]
+    return t
+
+
+@pytest.fixture(scope="module")
+def k_quant_model(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("gguf") / "llama-8l-Q4_K_M.gguf"
+    write_sparse_gguf(path, "llama", 8, k_quant_tensors())
+    return path
+
+
+def test_rules_are_read_from_each_tree(tree_0_3_20, tree_0_3_28, tree_0_3_36):
+    from hexbuild.plan_rules import read_rules
+
+    old, mid, new = read_rules(tree_0_3_20), read_rules(tree_0_3_28), read_rules(tree_0_3_36)
+    assert old.repack_types == ["IQ4_NL", "MXFP4", "Q4_0", "Q8_0"] and old.row_limit == 16384 and old.vmem is None
+    assert mid.repack_types == ["IQ4_NL", "MXFP4", "Q4_0", "Q4_1", "Q8_0"] and mid.row_limit == 16384
+    assert new.repack_types == ["IQ4_NL", "MXFP4", "Q4_0", "Q4_1", "Q4_K", "Q5_K", "Q6_K", "Q8_0"]
+    assert new.row_limit == 0
+    for rules in (mid, new):
+        assert rules.vmem == {"env": "GGML_HEXAGON_VMEM", "unit": "MiB", "default_bytes": 3355443200}
+    assert all(r.origin == "source" and r.revision for r in (old, mid, new))
+
+
+def test_rules_of_a_tree_follow_its_source(tmp_path, tree_0_3_28):
+    """The rules come from the code, not the version: lifting the limit in a copy lifts it."""
+    import shutil
+
+    from hexbuild.plan_rules import BACKEND_FILE, read_rules
+
+    copy = tmp_path / "llama.cpp"
+    shutil.copytree(tree_0_3_28 / "ggml" / "src" / "ggml-hexagon", copy / "ggml" / "src" / "ggml-hexagon")
+    cpp = copy / BACKEND_FILE
+    cpp.write_text(cpp.read_text().replace("ggml_nrows(src0) > 16 * 1024", "ggml_nrows(src0) > 32 * 1024"))
+    assert read_rules(copy).row_limit == 32768
+    cpp.write_text(cpp.read_text().replace("ggml_nrows(src0) > 32 * 1024", "false"))
+    assert read_rules(copy).row_limit == 0
+    assert read_rules(tmp_path) is None  # no Hexagon backend
+
+
+def test_same_model_two_revisions_two_plans(k_quant_model, cli, tree_0_3_28, tree_0_3_36):
+    """Under 0.3.28 the Q4_K/Q6_K weights are not repacked and the 32768-row lm-head stays on
+    the CPU; under 0.3.36 all of them go to the session: more HTP bytes, more sessions."""
+    import gguf
+
+    from hexbuild.plan import read_gguf_header
+
+    sizes = {name: n for name, _, _, n, _ in read_gguf_header(k_quant_model).tensors}
+    q8_0_block = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType.Q8_0]
+    assert sizes["output.weight"] == 2048 * 32768 // q8_0_block[0] * q8_0_block[1]
+    layer = [sizes[f"blk.0.{n}.weight"] for n in ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up",
+                                                  "ffn_down")]
+    q4_0_only = sizes["blk.0.attn_v.weight"]
+
+    rc, out, err = run_cli(cli, "plan", "-m", str(k_quant_model), "--source", str(tree_0_3_28), "--json")
+    assert rc == 0, err
+    old = json.loads(out)
+    assert old["rules"]["row_limit"] == 16384 and "Q4_K" not in old["rules"]["repack_types"]
+    assert old["rules"]["origin"] == "source" and old["rules"]["vmem"]["env"] == "GGML_HEXAGON_VMEM"
+    assert [x["htp_bytes"] for x in old["layers"]] == [q4_0_only] * 8 + [0]
+    assert old["layers"][8]["cpu_bytes"] == sizes["output.weight"]
+    assert old["cpu"]["row_limited_bytes"] == sizes["output.weight"] and old["ndev"] == 1
+    assert any("32768" not in n and "16384 rows" in n for n in old["notes"])
+
+    rc, out, err = run_cli(cli, "plan", "-m", str(k_quant_model), "--source", str(tree_0_3_36), "--json",
+                           "--vmem", "256MiB")
+    assert rc == 0, err
+    new = json.loads(out)
+    assert new["rules"]["row_limit"] == 0 and {"Q4_K", "Q6_K"} <= set(new["rules"]["repack_types"])
+    assert [x["htp_bytes"] for x in new["layers"]] == [sum(layer)] * 8 + [sizes["output.weight"]]
+    assert new["cpu"]["row_limited_bytes"] == 0
+    total = sum(layer) * 8 + sizes["output.weight"]
+    assert sum(new["per_session_bytes"]) == total and new["ndev"] == 2
+    assert max(new["per_session_bytes"]) <= 256 * MiB
+
+    # the same budget under the old rules: one session is plenty
+    rc, out, err = run_cli(cli, "plan", "-m", str(k_quant_model), "--source", str(tree_0_3_28), "--json",
+                           "--vmem", "256MiB")
+    assert rc == 0 and json.loads(out)["ndev"] == 1
+
+
+def test_without_a_revision_the_plan_says_what_it_assumed(k_quant_model, cli):
+    rc, out, err = run_cli(cli, "plan", "-m", str(k_quant_model), "--json")
+    assert rc == 0, err
+    data = json.loads(out)
+    assert data["rules"]["origin"] == "assumed" and data["rules"]["row_limit"] == 0
+    assert any(n.startswith("no revision given: assumed") for n in data["notes"])
+    rc, out, err = run_cli(cli, "plan", "-m", str(k_quant_model))
+    assert rc == 0 and "rules (assumed): repacks" in out and "no revision given" in out
+
+
+def test_rules_travel_in_the_package_manifest(k_quant_model, cli, tmp_path, tree_0_3_28):
+    """A package records its revision's rules at build time (build.py's revision facts);
+    plan --package reads them from the directory or the tarball, with no checkout."""
+    import tarfile
+
+    from hexbuild.build import revision_facts
+    from hexbuild.source import read_source
+
+    pkg = tmp_path / "pkg" / "llama.cpp"
+    (pkg / "bin").mkdir(parents=True)
+    facts = revision_facts(read_source(tree_0_3_28))
+    assert facts["plan_rules"]["row_limit"] == 16384
+    (pkg / "manifest.json").write_text(json.dumps({"schema": 1, "os": "android", "llama_cpp": facts}))
+    tarball = tmp_path / "pkg.tar.gz"
+    with tarfile.open(tarball, "w:gz") as tar:
+        tar.add(pkg, arcname="llama.cpp")
+    for where in (pkg, tarball):
+        rc, out, err = run_cli(cli, "plan", "-m", str(k_quant_model), "--package", str(where), "--json")
+        assert rc == 0, err
+        rules = json.loads(out)["rules"]
+        assert rules["origin"] == "package" and rules["row_limit"] == 16384 and "Q4_K" not in rules["repack_types"]
+    # deployed: the device manifest carries them, and plan --target reads them there
+    (pkg / "bin" / "llama-cli").write_text("#!/bin/sh\n")
+    install = tmp_path / "install"
+    rc, out, err = run_cli(cli, "deploy", str(pkg), "-t", f"local:{install}")
+    assert rc == 0, err
+    rc, out, err = run_cli(cli, "plan", "-m", str(k_quant_model), "-t", f"local:{install}", "--json")
+    assert rc == 0, err
+    rules = json.loads(out)["rules"]
+    assert rules["origin"] == "target" and rules["row_limit"] == 16384
+    rc, out, err = run_cli(cli, "plan", "-m", str(k_quant_model), "-t", f"local:{tmp_path / 'nothing'}")
+    assert rc == errors.USAGE and "nothing deployed" in err
+    (pkg / "manifest.json").write_text(json.dumps({"schema": 1, "llama_cpp": {"revision": "x"}}))
+    rc, out, err = run_cli(cli, "plan", "-m", str(k_quant_model), "--package", str(pkg))
+    assert rc == errors.USAGE and "carries no plan rules" in err and "Traceback" not in err
+
+
+def test_rules_flags_conflict_and_bad_source(k_quant_model, cli, tmp_path, tree_0_3_28):
+    rc, out, err = run_cli(cli, "plan", "-m", str(k_quant_model), "--source", str(tree_0_3_28), "--package", "x")
+    assert rc == errors.USAGE and "give one place" in err
+    rc, out, err = run_cli(cli, "plan", "-m", str(k_quant_model), "--source", str(tmp_path))
+    assert rc == errors.USAGE and "not a llama.cpp checkout" in err
+    rc, out, err = run_cli(cli, "plan", "-m", str(k_quant_model), "--htp-row-limit", "-1")
+    assert rc == errors.USAGE and "--htp-row-limit" in err

@@ -174,3 +174,15 @@ def test_the_default_sysroot_is_exported_from_the_open_image(tmp_path, argv_echo
         assert again.sysroot == t.sysroot  # the cached export, not a second one
     finally:
         docker_client.images.remove(f"hexbuild/open-arm64-linux:{tag}", force=True)
+
+
+def test_release_deploys_and_smoke_tests_on_the_qemu_target(cli, tmp_path, argv_echo_aarch64):
+    pkg = ef.make_package(tmp_path / "build", os="linux", htp=["v73"])
+    (pkg / "bin" / "llama-cli").write_bytes(argv_echo_aarch64.read_bytes())  # a program that really runs
+    r = cli("--json", "release", "--prebuilt", f"linux={pkg}", "--os", "linux", "--target", f"qemu:{tmp_path}/inst",
+            "--smoke", "llama-cli --version", "--dist", str(tmp_path / "dist"))
+    assert r.rc == 0, r.err
+    report = json.loads((tmp_path / "dist" / "release-report.json").read_text())
+    device = report["devices"][0] if isinstance(report.get("devices"), list) else next(iter(report["devices"].values()))
+    assert device["deploy"] == "ok" and device["smoke"]["status"] == "ok" and device["smoke"]["exit_code"] == 0
+    assert (tmp_path / "inst" / "bin" / "llama-cli").is_file()

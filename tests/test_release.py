@@ -574,7 +574,7 @@ def test_release_with_the_local_engine(tmp_path):
     assert sorted(p.name for p in dist.iterdir()) == ["release-report.json"]  # the earlier assets are gone
 
 
-@pytest.mark.parametrize("log,code", [("test-backend-ops-blas-ok.log", 0), ("test-backend-ops-blas-fail.log", 12)])
+@pytest.mark.parametrize("log,code", [("test-backend-ops-blas-ok.log", 0), ("test-backend-ops-blas-fail.log", 13)])
 def test_release_test_ops_after_deploy(linux_pkg, tmp_path, log, code):
     """--test ops runs `hexbuild test ops` on each target: the session's output is a real
     test-backend-ops log (tests/data/logs; the failing one has a fault injected below BLAS)."""
@@ -594,4 +594,4 @@ def test_release_test_ops_after_deploy(linux_pkg, tmp_path, log, code):
     (result,) = test_stage["tests"].values()
     assert Path(result["files"]["junit"]).is_file() and str(dist / "tests") in result["files"]["junit"]
     if code:
-        assert "MUL_MAT(type_a=f16" in result["reason"] and report["error"]["exit_code"] == 12
+        assert "MUL_MAT(type_a=f16" in result["reason"] and report["error"]["exit_code"] == 13

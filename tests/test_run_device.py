@@ -207,10 +207,11 @@ def test_arguments_reach_the_program_exactly_local(tmp_path, local_dev, extra, m
 
 
 # -- virtual Android devices (real adbd) ----------------------------------------------------------
-@pytest.fixture
+@pytest.fixture(params=["android", "debian"])
 def adb_dev(phones, argv_echo, request):
-    """An install on the SM8650 (v75) phone, in a directory of this test's own."""
-    dev = phones["SM8650"]
+    """An install on an SM8650 (v75) phone (toybox/mksh or Debian userland), in a directory of
+    this test's own."""
+    dev = phones["SM8650"] if request.param == "android" else request.getfixturevalue("debian_phone")
     dest = f"/data/local/tmp/hb-run-{request.node.name[:40]}/llama.cpp"
     populate(f"adb:{dev.serial}", dest, {n: argv_echo for n in TOOLS})
     return f"adb:{dev.serial}", dest, dev
@@ -280,8 +281,9 @@ def test_launch_scripts_run_on_the_device(phones, argv_echo, new_facts):
     with parse_target(spec) as t:
         for name, text in scripts.items():
             t.write_file(f"{dest}/scripts/{name}", text.encode(), mode=0o755)
-        got = t.capture(["sh", f"{dest}/scripts/run-completion.sh", *args], env={"M": "a b.gguf"})
-        tool = t.capture(["sh", f"{dest}/scripts/run-tool.sh", "test-backend-ops", "-o", "MUL_MAT"])
+        # run as a phone runs them: through their #!/system/bin/sh line (mksh here)
+        got = t.capture([f"{dest}/scripts/run-completion.sh", *args], env={"M": "a b.gguf"})
+        tool = t.capture([f"{dest}/scripts/run-tool.sh", "test-backend-ops", "-o", "MUL_MAT"])
     assert got.rc == 0, got.err
     report = decode_echo(got.stdout)
     argv = report["argv"]

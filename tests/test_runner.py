@@ -119,7 +119,7 @@ def test_defaults_follow_each_revisions_scripts(old_facts, new_facts):
     assert bench_old[bench_old.index("--device") + 1] == "HTP0/HTP1"
 
 
-@pytest.mark.parametrize("kind", ["completion", "cli", "server"])
+@pytest.mark.parametrize("kind", ["completion", "cli", "server", "mtmd"])
 @pytest.mark.parametrize("flags,dropped", [
     (["-t", "4"], "-t"), (["--threads", "4"], "-t"),
     (["-ngl", "20"], "-ngl"), (["--n-gpu-layers", "20"], "-ngl"), (["--gpu-layers", "20"], "-ngl"),
@@ -342,3 +342,16 @@ def test_launch_script_passes_every_argument_through_exactly(install, new_facts,
     assert argv == ["./bin/llama-tokenize", *args]
     argv = sh(scripts / "run-cli.sh", "--", *args)["argv"]
     assert argv[argv.index("--") + 1:] == args
+
+
+def test_mtmd_runs_llama_mtmd_cli_like_run_mtmd_sh(old_facts, new_facts):
+    """run-mtmd.sh: llama-mtmd-cli with the cli defaults; --mmproj and --image are the user's."""
+    inv = render("mtmd", old_facts, ndev=2, model="gemma.gguf",
+                 extra=["--mmproj", "/m/mmproj.gguf", "--image", "cat one.jpg"])
+    assert inv.argv[0] == "./bin/llama-mtmd-cli" and inv.tool == "llama-mtmd-cli"
+    for flag in ("--no-mmap", "--poll", "--cpu-mask", "--ctx-size", "-fa", "-ngl"):
+        assert flag in inv.argv
+    assert inv.argv[inv.argv.index("--device") + 1] == "HTP0,HTP1"
+    assert inv.argv[-4:] == ["--mmproj", "/m/mmproj.gguf", "--image", "cat one.jpg"]
+    with pytest.raises(UsageError, match="builds no llama-mtmd-cli"):
+        render("mtmd", dict(new_facts, tools=["llama-cli"]))

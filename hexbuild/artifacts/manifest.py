@@ -162,6 +162,20 @@ def package_os(pkg: Path, flag: str | None, default: str) -> str:
     return meta_os if meta_os in ("android", "linux") else default
 
 
+def package_toolchain(pkg: Path) -> str:
+    """vendor or open: what built the package (manifests older than the open toolchain: vendor)."""
+    value = load_meta(pkg, strict=False).get("toolchain")
+    return value if value in ("vendor", "open") else "vendor"
+
+
+def cpu_only_note(meta: dict[str, Any]) -> str | None:
+    """One line for deploy and run when the package has no NPU libraries (``lacks: ["htp"]``)."""
+    if "htp" not in (meta.get("lacks") or []):
+        return None
+    return (f"this package was built with the {meta.get('toolchain') or 'open'} toolchain and has no NPU "
+            "libraries: it runs on the CPU only")
+
+
 def htp_versions_of(records: list[dict[str, Any]]) -> list[str]:
     found = {m.group(1) for r in records if r["path"].startswith("lib/")
              and (m := HTP_NAME.match(r["path"][4:]))}

@@ -88,6 +88,8 @@ class VerifyReport:
     expected_htp: list[str] | None    # asked for (None: whatever was found)
     checks: list[Check] = field(default_factory=list)
     glibc: dict[str, Any] | None = None  # Linux: {"limit", "needs" (highest per family), "files"}
+    toolchain: str = "vendor"         # open: no NPU libraries expected
+    notes: list[str] = field(default_factory=list)
 
     @property
     def failures(self) -> int:
@@ -107,15 +109,17 @@ class VerifyReport:
     def to_json(self) -> dict[str, Any]:
         return {"ok": self.ok, "package": self.package, "os": self.os, "htp_versions": self.htp_versions,
                 "expected_htp": self.expected_htp, "checks": [c.to_json() for c in self.checks],
-                "warnings": self.warnings, "failures": self.failures,
-                **({"glibc": self.glibc} if self.glibc is not None else {})}
+                "warnings": self.warnings, "failures": self.failures, "toolchain": self.toolchain,
+                "notes": self.notes, **({"glibc": self.glibc} if self.glibc is not None else {})}
 
 
 def verify_package(pkg: Path, *, os: str, htp_versions: list[str] | None = None,
-                   glibc: str | None = None) -> VerifyReport:
+                   glibc: str | None = None, toolchain: str | None = None) -> VerifyReport:
     """Check the package at ``pkg`` for ``os``; ``htp_versions`` must all be present (default:
     the versions found); Linux files must load on a system with ``glibc`` (e.g. "2.31") when it
-    is given. Raises UsageError only for bad arguments; findings go in the report."""
+    is given. ``toolchain`` "open" expects no NPU libraries (default: what the package's
+    manifest says, else "vendor"). Raises UsageError only for bad arguments; findings go in the
+    report."""
     pkg = Path(pkg)
     if not pkg.is_dir():
         raise UsageError(f"package directory not found: {pkg}" if not pkg.exists()
@@ -128,14 +132,21 @@ def verify_package(pkg: Path, *, os: str, htp_versions: list[str] | None = None,
             raise UsageError("--glibc applies to Linux packages (--os linux)")
         if not re.fullmatch(r"\d+\.\d+", glibc):
             raise UsageError(f"--glibc must be a glibc version like 2.31, got {glibc!r}")
-    return _Verifier(pkg, os, expected, glibc).run()
+    if toolchain is None:
+        from .manifest import package_toolchain
+
+        toolchain = package_toolchain(pkg)
+    return _Verifier(pkg, os, expected, glibc, toolchain).run()
 
 
 class _Verifier:
-    def __init__(self, pkg: Path, os: str, expected: list[str] | None, glibc: str | None = None):
+    def __init__(self, pkg: Path, os: str, expected: list[str] | None, glibc: str | None = None,
+                 toolchain: str = "vendor"):
         self.pkg = pkg
         self.glibc = glibc
         self.glibc_files: dict[str, dict[str, str]] = {}
+        self.toolchain = toolchain
+        self.notes: list[str] = []
         self.root = pkg.resolve()
         self.os = os
         self.sys = system_libs(os)
@@ -159,10 +170,13 @@ class _Verifier:
             self.add("bin/", "present", OK, f"{len(_entries(bin_))} entries")
         else:
             self.add("bin/", "present", WARN, "no bin/ directory: no programs to run")
-        self._check_htp_set(found)
-        if HOST_LIB not in provided:
-            self.add(f"lib/{HOST_LIB}", "present", FAIL,
-                     "missing: the CPU side of the Hexagon backend (built with GGML_HEXAGON=ON?)")
+        if self.toolchain == "open":
+            self._check_no_npu(found, provided)
+        else:
+            self._check_htp_set(found)
+            if HOST_LIB not in provided:
+                self.add(f"lib/{HOST_LIB}", "present", FAIL,
+                         "missing: the CPU side of the Hexagon backend (built with GGML_HEXAGON=ON?)")
 
         for name, path in lib_entries:
             rel = f"lib/{name}"
@@ -182,7 +196,8 @@ class _Verifier:
                 self._check_symlink(rel, path)
             elif path.is_file():
                 self._check_program(rel, path, provided)
-        report = VerifyReport(str(self.pkg), self.os, found, self.expected, self.checks)
+        report = VerifyReport(str(self.pkg), self.os, found, self.expected, self.checks, toolchain=self.toolchain,
+                              notes=self.notes)
         if self.os == "linux":
             from .glibc import summary
 
@@ -202,6 +217,18 @@ class _Verifier:
             if v not in self.expected:
                 self.add(f"lib/libggml-htp-{v}.so", "expected", WARN,
                          f"{v} is in the package but was not expected ({', '.join(self.expected) or 'none'}): left over from an older build?")
+
+    def _check_no_npu(self, found: list[str], provided: set[str]) -> None:
+        """An open-toolchain package (GGML_HEXAGON=OFF): no NPU libraries is expected, and said."""
+        npu = [f"lib/libggml-htp-{v}.so" for v in found] + ([f"lib/{HOST_LIB}"] if HOST_LIB in provided else [])
+        if npu:
+            self.add("lib/", "no NPU libraries", WARN, f"{', '.join(npu)} in an open-toolchain package, which "
+                                                        "builds none: left over from another build?")
+            return
+        note = ("no NPU libraries, as expected: built with the open toolchain (GGML_HEXAGON=OFF); "
+                "the programs run on the CPU only")
+        self.add("lib/", "no NPU libraries", OK, note)
+        self.notes.append(note)
 
     # -- one file ----------------------------------------------------------------------------
     def _resolves_to_file(self, path: Path) -> bool:

@@ -39,10 +39,16 @@ def container_spec(plan: BuildPlan, *, name: str | None = None, user: str | None
         image=plan.image,
         command=command,
         user=user or plan.options.user or default_user(),
-        mounts=[workspace, Mount(plan.options.cache_volume, CACHE_DIR, type="volume")],
+        mounts=[workspace, cache_mount(plan.options.cache_volume)],
         env={"HOME": "/tmp", "CCACHE_DIR": CACHE_DIR, "CMAKE_BUILD_PARALLEL_LEVEL": str(jobs or plan.jobs)},
         passthrough=passthrough,
     )
+
+
+def cache_mount(cache: str) -> Mount:
+    """The compiler cache: a named volume, or a directory of the engine's machine (an absolute
+    path, bind-mounted: CI runners and the tests keep it beside their other caches)."""
+    return Mount(cache, CACHE_DIR, type="bind" if cache.startswith("/") else "volume")
 
 
 def local_command(plan: BuildPlan) -> list[str]:

@@ -15,10 +15,14 @@ OSES = ("android", "linux")
 BUILD_TYPES = {"release": "Release", "debug": "Debug", "relwithdebinfo": "RelWithDebInfo"}
 DEFAULT_DIRS = {"android": ("build-snapdragon", "pkg-snapdragon/llama.cpp"),
                 "linux": ("build-snapdragon-linux", "pkg-snapdragon-linux/llama.cpp")}
+# vendor: the image the checkout pins (NDK, Hexagon SDK); open: `hexbuild toolchain open`
+# (Debian's clang, Linux only, no NPU libraries).
+TOOLCHAINS = ("vendor", "open")
 # Variables hexbuild sets in the container; passthrough may not replace them.
 RESERVED_ENV = ("HOME", "CCACHE_DIR", "CMAKE_BUILD_PARALLEL_LEVEL")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _USER = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*(:[A-Za-z0-9_][A-Za-z0-9_.-]*)?$")
+_TARGET = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$")
 _IMAGE = re.compile(r"^[a-z0-9][a-z0-9._\-/:]*[a-z0-9_\-]?(?::[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127})?"
                     r"(?:@sha256:[0-9a-f]{64})?$")
 
@@ -42,6 +46,8 @@ class BuildOptions:
     cache_volume: str = "hexbuild-ccache"
     keep_container: bool = False
     transfer: str = "auto"
+    toolchain: str = "vendor"
+    targets: list[str] = field(default_factory=list)  # CMake targets (--build-target); [] = the default
 
     @classmethod
     def from_settings(cls, s: Any) -> "BuildOptions":
@@ -50,8 +56,24 @@ class BuildOptions:
                    jobs=s["build.jobs"], htp=list(s["build.htp"]), cmake_args=list(s["build.cmake_args"]),
                    engine=s["build.engine"], image=s["build.image"], pull=s["build.pull"], user=s["build.user"],
                    env_passthrough=list(s["build.env_passthrough"]), cache_volume=s["build.cache_volume"],
-                   keep_container=bool(s["build.keep_container"]), transfer=s["build.transfer"])
+                   keep_container=bool(s["build.keep_container"]), transfer=s["build.transfer"],
+                   toolchain=s["build.toolchain"], targets=parse_targets(s["build.build_targets"]))
 
+
+def parse_targets(values: list[str]) -> list[str]:
+    """``["a,b", "c", "a"]`` → ``["a", "b", "c"]`` (order kept); UsageError for what is not a
+    CMake target name."""
+    out: list[str] = []
+    for value in values:
+        for item in str(value).split(","):
+            item = item.strip()
+            if not item:
+                continue
+            if not _TARGET.match(item):
+                raise UsageError(f"--build-target {item!r} is not a CMake target name")
+            if item not in out:
+                out.append(item)
+    return out
 
 
 def _check_choice(flag: str, value: str, choices: tuple[str, ...]) -> None:

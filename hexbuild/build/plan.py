@@ -12,7 +12,8 @@ from typing import Any
 from ..errors import UsageError
 from ..toolchain import commands as cmds
 from ..toolchain.presets import PresetsPlan, plan_presets
-from .options import _IMAGE, _USER, BUILD_TYPES, DEFAULT_DIRS, OSES, BuildOptions, _check_choice, _passthrough
+from .options import _USER, BUILD_TYPES, DEFAULT_DIRS, OSES, TOOLCHAINS, BuildOptions, _check_choice, _passthrough
+from .toolchains import OPEN_DIRS, ToolchainChoice, choose
 
 
 @dataclass
@@ -35,6 +36,22 @@ class BuildPlan:
     image_pinned: str | None
     presets: PresetsPlan
     jobs: int
+    toolchain: ToolchainChoice
+    reset_targets: bool = False
+
+    @property
+    def targets(self) -> list[str]:
+        """The CMake targets to build and install; [] for all."""
+        return self.toolchain.targets
+
+    @property
+    def build_targets(self) -> list[str]:
+        """What `cmake --build --target` gets: the targets, plus the revision's NPU library
+        targets (``htp-vNN``, ExternalProjects that only `all` builds), which its
+        install(FILES ...) of the skels needs."""
+        if not self.targets or not self.toolchain.npu:
+            return self.targets
+        return [*self.targets, *(f"htp-{v}" for v in self.htp_versions if f"htp-{v}" not in self.targets)]
 
     @property
     def htp_subset(self) -> list[str] | None:
@@ -55,13 +72,18 @@ class BuildPlan:
     def commands(self, root: str, *, copy: bool = False) -> list[list[str]]:
         """The configure, build and install commands, run from ``root`` (the checkout as the
         engine sees it). In copy mode the build directory's cache is not visible from here, so
-        an earlier HTP selection is always reset."""
+        an earlier HTP or target selection is always reset."""
         reset = self.reset_selection or (copy and self.htp_subset is None)
-        return [cmds.configure_argv(preset=self.preset, build_dir=self.build_dir, root=root, htp_subset=self.htp_subset,
-                                    reset_selection=reset, build_type=self.cmake_build_type,
-                                    cmake_args=self.options.cmake_args),
-                cmds.build_argv(self.build_dir),
-                cmds.install_argv(self.build_dir, self.install_dir)]
+        reset_targets = self.reset_targets or (copy and not self.targets)
+        out = [cmds.configure_argv(preset=self.preset, build_dir=self.build_dir, root=root, htp_subset=self.htp_subset,
+                                   reset_selection=reset, build_type=self.cmake_build_type,
+                                   cmake_args=[*self.toolchain.cmake_args, *self.options.cmake_args],
+                                   targets=self.targets, reset_targets=reset_targets),
+               cmds.build_argv(self.build_dir, self.build_targets),
+               cmds.install_argv(self.build_dir, self.install_dir)]
+        if self.targets:
+            out.append(cmds.collect_argv(self.build_dir, self.install_dir, self.targets))
+        return out
 
     def to_json(self) -> dict[str, Any]:
         return {"source": str(self.root), "revision": self.facts.revision, "os": self.os,
@@ -69,7 +91,10 @@ class BuildPlan:
                 "build_dir": self.build_dir, "install_dir": self.install_dir, "package": str(self.package),
                 "log": str(self.log_path), "htp_versions": self.htp_versions, "htp_all": self.htp_all,
                 "image": self.image, "image_source": self.image_source, "pull": self.options.pull,
-                "presets": self.presets.to_json(), "jobs": self.jobs, "engine": self.options.engine}
+                "presets": self.presets.to_json(), "jobs": self.jobs, "engine": self.options.engine,
+                "toolchain": self.toolchain.name, "build_targets": self.targets,
+                "build_targets_source": self.toolchain.targets_source,
+                "toolchain_cmake_args": self.toolchain.cmake_args, "lacks": self.toolchain.lacks}
 
 
 def plan_build(options: BuildOptions) -> BuildPlan:
@@ -82,6 +107,7 @@ def plan_build(options: BuildOptions) -> BuildPlan:
     _check_choice("--engine", options.engine, ("docker", "local"))
     _check_choice("--pull", options.pull, ("missing", "always", "never"))
     _check_choice("--transfer", options.transfer, ("auto", "mount", "copy"))
+    _check_choice("--toolchain", options.toolchain, TOOLCHAINS)
     facts = read_source(options.source)
     root = Path(facts.path)
     if not facts.hexagon:
@@ -90,8 +116,9 @@ def plan_build(options: BuildOptions) -> BuildPlan:
 
     preset, preset_source, cmake_build_type, build_type = _preset(facts, options)
     build_dir, install_dir = _dirs(root, facts, options)
+    toolchain = choose(options, facts, root)
 
-    htp_all = list(facts.htp_versions)
+    htp_all = list(facts.htp_versions) if toolchain.npu else []
     if options.htp:
         wanted = parse_htp_versions(options.htp)
         unknown = [v for v in wanted if v not in htp_all]
@@ -101,21 +128,13 @@ def plan_build(options: BuildOptions) -> BuildPlan:
         htp_versions = wanted
         if any("CMAKE_PROJECT_ggml_INCLUDE" in a for a in options.cmake_args) and wanted != htp_all:
             raise UsageError("--htp with fewer versions uses CMAKE_PROJECT_ggml_INCLUDE, which --cmake-arg also sets")
+        if wanted != htp_all and toolchain.targets:
+            # both work by wrapping CMake's install(); two wrappers cannot be stacked
+            raise UsageError("--htp with fewer versions and --build-target cannot be combined",
+                             hint="build the HTP subset with every target, or the targets with every HTP version")
     else:
         htp_versions = htp_all
 
-    image = image_source = image_pinned = None
-    if options.engine == "docker":
-        image_pinned = (facts.images or {}).get(options.os)
-        if options.image:
-            image, image_source = options.image, "--image"
-        elif image_pinned:
-            image, image_source = image_pinned, (facts.image_sources or {}).get(options.os) or "the checkout"
-        else:
-            raise UsageError(f"the checkout pins no toolchain image for {options.os}",
-                             hint="pass --image with the toolchain image to use (or set build.image)")
-        if not _IMAGE.match(image):
-            raise UsageError(f"--image {image!r} is not an image reference (NAME[:TAG][@sha256:DIGEST])")
     if options.user and not _USER.match(options.user):
         raise UsageError(f"--user {options.user!r}: expected UID[:GID] (or NAME[:GROUP])")
     _passthrough(options.env_passthrough)  # validate early, also for --dry-run
@@ -123,9 +142,13 @@ def plan_build(options: BuildOptions) -> BuildPlan:
     plan = BuildPlan(options=options, facts=facts, root=root, os=options.os, build_type=build_type, preset=preset,
                      preset_source=preset_source, cmake_build_type=cmake_build_type, build_dir=build_dir,
                      install_dir=install_dir, htp_versions=htp_versions, htp_all=htp_all, reset_selection=False,
-                     image=image, image_source=image_source, image_pinned=image_pinned,
-                     presets=plan_presets(root, facts.presets_file, preset), jobs=options.jobs or (os.cpu_count() or 1))
+                     image=toolchain.image, image_source=toolchain.image_source, image_pinned=toolchain.image_pinned,
+                     presets=plan_presets(root, facts.presets_file, preset), jobs=options.jobs or (os.cpu_count() or 1),
+                     toolchain=toolchain)
+    if toolchain.targets and any("CMAKE_PROJECT_INCLUDE=" in a for a in options.cmake_args):
+        raise UsageError("--build-target uses CMAKE_PROJECT_INCLUDE, which --cmake-arg also sets")
     plan.reset_selection = plan.htp_subset is None and cmds.cache_has_selection(plan.build_path)
+    plan.reset_targets = not plan.targets and cmds.cache_has_selection(plan.build_path, cmds.TARGETS_VARS[1:])
     return plan
 
 
@@ -148,7 +171,9 @@ def _preset(facts: Any, options: BuildOptions) -> tuple[str, str, str | None, st
 def _dirs(root: Path, facts: Any, options: BuildOptions) -> tuple[str, str]:
     conv = (facts.conventions or {}).get(options.os)
     build_dir, install_dir = (conv["build_dir"], conv["install_dir"]) if conv else DEFAULT_DIRS[options.os]
-    if options.os == "linux":
+    if options.toolchain == "open":  # never sharing a CMake cache or a package with a vendor build
+        build_dir, install_dir = OPEN_DIRS
+    elif options.os == "linux":
         android = (facts.conventions or {}).get("android")
         a_build, a_install = (android["build_dir"], android["install_dir"]) if android else DEFAULT_DIRS["android"]
         if build_dir == a_build:

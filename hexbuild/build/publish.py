@@ -7,7 +7,7 @@ import os
 import re
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,18 +38,22 @@ class BuildResult:
     container: str | None = None
     manifest: dict[str, Any] | None = None
     status: str = "ok"
+    toolchain: str = "vendor"
+    build_targets: list[str] = field(default_factory=list)
+    lacks: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {"status": self.status, "package": str(self.package), "build_dir": str(self.build_dir),
                 "log": str(self.log), "image": self.image, "digest": self.digest, "preset": self.preset,
                 "build_type": self.build_type, "os": self.os, "htp_versions": self.htp_versions,
+                "toolchain": self.toolchain, "build_targets": self.build_targets, "lacks": self.lacks,
                 "duration_s": round(self.duration_s, 3), "verify": self.verify}
-
 
 
 # What deploy and run need to know about the revision inside a package, long after the checkout
 # is gone: how it selects sessions, which knobs and tools it has, whose scripts it follows.
-MANIFEST_FACTS = ("revision", "device_selection", "device_names", "env_vars", "tools", "scripts", "htp_versions")
+MANIFEST_FACTS = ("revision", "device_selection", "device_names", "env_vars", "tools", "scripts", "htp_versions",
+                  "plan_rules")
 
 
 def revision_facts(facts) -> dict:
@@ -65,7 +69,9 @@ def finish(plan: BuildPlan, rc: int, log: BuildLog, start: float, *, image: str 
     if rc != 0:
         raise _failure(plan, rc, log, image)
     _publish(plan)
-    report = verify_package(plan.package, os=plan.os, htp_versions=plan.htp_versions)
+    report = verify_package(plan.package, os=plan.os, htp_versions=plan.htp_versions, toolchain=plan.toolchain.name)
+    for note in report.notes:
+        ui.info(f"verify: note: {note}")
     for c in report.checks:
         if c.status == "warn":
             ui.warn(f"verify: {c.file}: {c.check}: {c.detail}")
@@ -80,7 +86,10 @@ def finish(plan: BuildPlan, rc: int, log: BuildLog, start: float, *, image: str 
     meta = {"os": plan.os, "llama_cpp": revision_facts(plan.facts),
             "image": {"reference": image, "digest": digest}, "preset": plan.preset, "build_type": plan.build_type,
             "htp_versions": plan.htp_versions, "engine": plan.options.engine,
-            "cmake_args": list(plan.options.cmake_args)}
+            "cmake_args": list(plan.options.cmake_args), "toolchain": plan.toolchain.name,
+            "lacks": plan.toolchain.lacks}
+    if plan.targets:
+        meta["build_targets"] = plan.targets
     manifest = write_manifest(plan.package, meta)
     if plan.options.engine == "docker":
         _hand_over([plan.package / "manifest.json"], plan.options.user or default_user())
@@ -89,7 +98,8 @@ def finish(plan: BuildPlan, rc: int, log: BuildLog, start: float, *, image: str 
     return BuildResult(package=plan.package, build_dir=plan.build_path, log=log.path, os=plan.os,
                        build_type=plan.build_type, preset=plan.preset, htp_versions=plan.htp_versions, image=image,
                        digest=digest, duration_s=duration, verify=report.to_json(), engine=plan.options.engine,
-                       container=container, manifest=manifest)
+                       container=container, manifest=manifest, toolchain=plan.toolchain.name,
+                       build_targets=plan.targets, lacks=plan.toolchain.lacks)
 
 
 def _failure(plan: BuildPlan, rc: int, log: BuildLog, image: str | None) -> BuildFailed:
@@ -137,6 +147,7 @@ def _publish(plan: BuildPlan) -> None:
     if not staging.is_dir():
         raise BuildFailed(f"the install step left nothing in {staging}",
                           hint="check that the preset enables GGML_HEXAGON and installs to the prefix")
+    _check_targets(plan, staging)
     old = Path(str(final) + ".hexbuild-old")
     try:
         if old.exists():
@@ -149,6 +160,18 @@ def _publish(plan: BuildPlan) -> None:
     shutil.rmtree(old, ignore_errors=True)
     if old.exists():
         ui.warn(f"could not remove the previous package at {old}")
+
+
+def _check_targets(plan: BuildPlan, staging: Path) -> None:
+    """Every --build-target left something in the package (a program in bin/ or a library in
+    lib/): the install step skips what was not built, so a target that installs nothing would
+    otherwise go unnoticed."""
+    missing = [t for t in plan.targets if not (staging / "bin" / t).exists()
+               and not any((staging / "lib").glob(f"lib{t}.so*")) and not (staging / "lib" / f"{t}.so").exists()]
+    if missing:
+        raise BuildFailed(f"built, but nothing in the package for --build-target {', '.join(missing)} "
+                          f"(no bin/NAME or lib/libNAME.so in {staging.name})",
+                          hint="name program or library targets; the build log lists what was installed")
 
 
 def _hand_over(paths: list[Path], user: str) -> None:

@@ -74,13 +74,13 @@ def _run_docker(plan: BuildPlan, start: float) -> BuildResult:
                 "checkout (build.transfer = mount)",
                 hint="use --transfer copy (or auto), run hexbuild on the engine's machine, or run the build "
                      "inside the toolchain image with --engine local")
-        image = engine.ensure_image(plan.image or "", opts.pull)
+        image = _ensure_image(engine, plan)
         user = opts.user or default_user(engine.info.rootless)
         spec = container_spec(plan, user=user, jobs=opts.jobs or engine.info.ncpu or plan.jobs, transfer=transfer)
         container = spec.name
         ui.command(spec.docker_run_argv(remove=not opts.keep_container))
         _hand_over(_prepare(plan), user)
-        engine.ensure_volume(opts.cache_volume, spec.image)
+        _ensure_cache(engine, opts.cache_volume, spec.image, user)
         hooks: dict[str, Any] = {}
         if transfer == "copy":
             engine.ensure_volume(xfer.volume_name(plan.root), spec.image, purpose="source")
@@ -89,6 +89,7 @@ def _run_docker(plan: BuildPlan, start: float) -> BuildResult:
 
             def before_start(api: Any, cid: str) -> None:
                 include = [f"{plan.build_dir}/{cmds.HTP_SELECT_FILE}"] if plan.htp_subset else []
+                include += [f"{plan.build_dir}/{cmds.TARGETS_FILE}"] if plan.targets else []
                 archive.append(xfer.source_archive(plan.root, exclude=[plan.build_dir, plan.install_dir, staging],
                                                    include=include, uid=uid, gid=gid))
                 xfer.copy_in(api, cid, archive[-1])
@@ -121,6 +122,29 @@ def _run_docker(plan: BuildPlan, start: float) -> BuildResult:
     return finish(plan, rc, log, start, image=image.reference, digest=image.digest, container=container)
 
 
+def _ensure_image(engine: Any, plan: BuildPlan) -> Any:
+    """The vendor image as the pull policy says; the open image is made here, never pulled."""
+    if plan.toolchain.name != "open" or plan.image_source == "--image":
+        return engine.ensure_image(plan.image or "", plan.options.pull)
+    try:
+        return engine.ensure_image(plan.image or "", "never")
+    except EnvironmentMissing:
+        raise EnvironmentMissing(f"the open toolchain image {plan.image} is not on the Docker engine",
+                                 hint="make it once with `hexbuild toolchain open` (Debian packages only; "
+                                      "a few minutes)") from None
+
+
+def _ensure_cache(engine: Any, cache: str, image: str, user: str) -> None:
+    if not cache.startswith("/"):
+        engine.ensure_volume(cache, image)
+        return
+    try:  # a directory of this machine (the engine's, when local): made once, writable by the build user
+        Path(cache).mkdir(parents=True, exist_ok=True)
+        _hand_over([Path(cache)], user)
+    except OSError as e:
+        raise UsageError(f"build.cache_volume {cache}: cannot create it: {e.strerror or e}") from None
+
+
 def _run_local(plan: BuildPlan, start: float) -> BuildResult:
     from ..toolchain.local import LocalEngine
 
@@ -136,19 +160,21 @@ def _run_local(plan: BuildPlan, start: float) -> BuildResult:
 
 
 def _prepare(plan: BuildPlan) -> list[Path]:
-    """The build directory (and the HTP selection file), and no leftover staging install.
+    """The build directory (and the HTP and target selection files), and no leftover staging install.
     Returns the directories and files created here, to hand over to the build user."""
     created: list[Path] = []
     try:
         missing = [p for p in [plan.build_path, *plan.build_path.parents] if not p.exists()]
         plan.build_path.mkdir(parents=True, exist_ok=True)
         created += sorted(missing)
-        if plan.htp_subset:
-            target = plan.build_path / cmds.HTP_SELECT_FILE
-            tmp = target.with_name(target.name + ".part")
-            tmp.write_text(cmds.HTP_SELECT_CMAKE, encoding="utf-8")
-            tmp.chmod(0o644)
-            os.replace(tmp, target)
+        for wanted, name, text in ((plan.htp_subset, cmds.HTP_SELECT_FILE, cmds.HTP_SELECT_CMAKE),
+                                   (plan.targets, cmds.TARGETS_FILE, cmds.TARGETS_CMAKE)):
+            if wanted:
+                target = plan.build_path / name
+                tmp = target.with_name(target.name + ".part")
+                tmp.write_text(text, encoding="utf-8")
+                tmp.chmod(0o644)
+                os.replace(tmp, target)
         staging = Path(str(plan.package) + cmds.STAGING_SUFFIX)
         if staging.exists():
             shutil.rmtree(staging)
@@ -161,7 +187,10 @@ def _prepare(plan: BuildPlan) -> list[Path]:
 
 def _execute(plan: BuildPlan, run: Any, *, container: str | None = None) -> tuple[int, BuildLog]:
     where = f" in {container}" if container else ""
-    ui.info(f"building {plan.preset} ({plan.os}, HTP {' '.join(plan.htp_versions)}){where}")
+    what = f"HTP {' '.join(plan.htp_versions)}" if plan.toolchain.npu else "open toolchain, no NPU libraries"
+    if plan.targets:
+        what += f"; targets {' '.join(plan.targets)}"
+    ui.info(f"building {plan.preset} ({plan.os}, {what}){where}")
     echo = ui.verbose > 0 or (ui.ci is not None and not ui.quiet)
     try:
         log = BuildLog(plan.log_path, title=f"build {plan.os}", echo=echo)

@@ -25,6 +25,12 @@ def build(
     user: Optional[str] = typer.Option(None, "--user", help="UID:GID inside the container (default: yours; root on a rootless engine)."),
     transfer: Optional[str] = typer.Option(None, "--transfer", help="How the checkout reaches the container: mount, copy (Docker API; remote engines) or auto."),
     keep_container: Optional[bool] = typer.Option(None, "--keep-container/--no-keep-container", help="Keep the build container afterwards, for docker exec."),
+    toolchain: Optional[str] = typer.Option(None, "--toolchain", metavar="vendor|open",
+                                            help="vendor (the image the checkout pins; default) or open (hexbuild toolchain open: Debian's clang, --os linux, no NPU libraries)."),
+    build_target: Optional[List[str]] = typer.Option(None, "--build-target", metavar="NAME",
+                                                     help="Build and install only this CMake target (repeatable or comma-separated; default: all, or with --toolchain open the programs hexbuild runs)."),
+    cache_volume: Optional[str] = typer.Option(None, "--cache-volume", metavar="NAME|DIR",
+                                               help="Compiler cache: a named volume (default hexbuild-ccache) or an absolute directory."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan, the container spec and the docker run line; run nothing."),
 ) -> None:
     """Build llama.cpp's Hexagon backend and install a verified package with its manifest."""
@@ -36,7 +42,8 @@ def build(
         "build.build_dir": build_dir, "build.install_dir": install_dir, "build.jobs": jobs,
         "build.htp": htp or None, "build.cmake_args": cmake_arg or None, "build.engine": engine,
         "build.image": image, "build.pull": pull, "build.user": user, "build.keep_container": keep_container,
-        "build.transfer": transfer,
+        "build.transfer": transfer, "build.toolchain": toolchain, "build.build_targets": build_target or None,
+        "build.cache_volume": cache_volume,
     })
     options = BuildOptions.from_settings(s)
     if dry_run:
@@ -47,9 +54,12 @@ def build(
     data = result.to_json()
     v = result.verify
     image_text = f"\nimage:    {result.image} ({result.digest})" if result.image else ""
+    htp = " ".join(result.htp_versions) if result.toolchain == "vendor" else \
+        "none (open toolchain: runs on the CPU only)"
+    targets = f"\ntargets:  {' '.join(result.build_targets)}" if result.build_targets else ""
     human = (f"built {result.package}\n"
-             f"os:       {result.os} ({result.build_type}, preset {result.preset})\n"
-             f"HTP:      {' '.join(result.htp_versions)}{image_text}\n"
+             f"os:       {result.os} ({result.build_type}, preset {result.preset}, {result.toolchain} toolchain)\n"
+             f"HTP:      {htp}{image_text}{targets}\n"
              f"verify:   {len(v.get('checks', []))} checks, {v.get('failures', 0)} failed, {v.get('warnings', 0)} warnings\n"
              f"log:      {result.log}\n"
              f"time:     {result.duration_s:.1f}s")
@@ -59,8 +69,8 @@ def build(
 def _dry_run_text(data: dict) -> str:
     import shlex
 
-    lines = [f"# {data['os']} {data['build_type']} build of {data['source']} (preset {data['preset']}, "
-             f"HTP {' '.join(data['htp_versions'])})",
+    htp = f"HTP {' '.join(data['htp_versions'])}" if data["toolchain"] == "vendor" else "open toolchain, no NPU libraries"
+    lines = [f"# {data['os']} {data['build_type']} build of {data['source']} (preset {data['preset']}, {htp})",
              f"# CMakeUserPresets.json: {data['presets']['note']}"]
     if "container" in data:
         lines.append(f"# image {data['image']} (from {data['image_source']}, pull {data['pull']})")

@@ -29,6 +29,10 @@ def deploy_command(
     dest: Optional[str] = typer.Option(None, "--dest", metavar="DIR", help="Install directory on the target."),
     models_dir: Optional[str] = typer.Option(None, "--models-dir", metavar="DIR", help="Models directory on the target."),
     parallel: Optional[int] = typer.Option(None, "--parallel", metavar="N", help="Targets deployed at once."),
+    wait: Optional[float] = typer.Option(None, "--wait", metavar="SECONDS",
+                                         help="Wait this long for another deploy to the same destination (default 10)."),
+    stale_lock: Optional[float] = typer.Option(None, "--stale-lock", metavar="SECONDS",
+                                               help="Break another deploy's lock older than this (default 3600)."),
     source: Optional[str] = typer.Option(None, "--source", "-s", metavar="DIR", help="The llama.cpp checkout."),
     bundle_runtime: Optional[bool] = typer.Option(None, "--bundle-runtime/--no-bundle-runtime",
                                                   help="Ship the glibc loader and runtime libraries (runtime/) for boards with an older glibc."),
@@ -36,6 +40,7 @@ def deploy_command(
                                           help="AArch64 glibc runtime for qemu: targets and --bundle-runtime (default: the open toolchain image's)."),
 ) -> None:
     """Deploy incrementally and atomically: only changed files travel, the switch is one rename."""
+    from ..artifacts.manifest import cpu_only_note
     from ..deploy import DeployOptions, default_package, deploy, load_package, raise_for_failures
     from ..errors import UsageError
     from ..targets import parse_target
@@ -46,8 +51,9 @@ def deploy_command(
     if rollback and (model or ndev or verify):
         raise UsageError("--rollback switches installs only; it takes no --model, --ndev or --verify")
     s = common.settings(source=source, **{"deploy.dest": dest, "deploy.models_dir": models_dir,
-                                          "deploy.ndev": ndev, "deploy.parallel": parallel,
-                                          "deploy.bundle_runtime": bundle_runtime, "linux.sysroot": sysroot})
+                                          "deploy.ndev": ndev, "deploy.parallel": parallel, "deploy.wait": wait,
+                                          "deploy.stale_lock": stale_lock, "deploy.bundle_runtime": bundle_runtime,
+                                          "linux.sysroot": sysroot})
     specs = list(target or []) or ([] if all_devices else list(s["deploy.targets"]))
     if all_devices:
         specs += _ready_devices(s, specs)
@@ -59,14 +65,18 @@ def deploy_command(
 
     opts = DeployOptions(dest=s["deploy.dest"] or None, models=[Path(m) for m in model or []],
                          models_dir=s["deploy.models_dir"] or None, ndev=s["deploy.ndev"], verify=verify,
-                         rollback=rollback, dry_run=dry_run, parallel=s["deploy.parallel"],
-                         bundle_runtime=s["deploy.bundle_runtime"], sysroot=s["linux.sysroot"])
+                         rollback=rollback, dry_run=dry_run, parallel=s["deploy.parallel"], wait=s["deploy.wait"],
+                         stale_lock=s["deploy.stale_lock"], bundle_runtime=s["deploy.bundle_runtime"],
+                         sysroot=s["linux.sysroot"])
     pkg = None
     try:
         if not rollback:
             path = Path(package) if package else default_package(common.source_dir(s), s["build.install_dir"])
             pkg = load_package(path)
             ui.info(f"package {path}: {len(pkg.files)} files, {_size(pkg.bytes)}")
+            note = cpu_only_note(pkg.meta)
+            if note:
+                ui.warn(note)
         with ui.progress() as progress:
             opts.progress = progress
             results = deploy(pkg, targets, opts)

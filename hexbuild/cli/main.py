@@ -27,7 +27,7 @@ from .common import state
 
 # Commands in the order `--help` lists them; each module defines register(app).
 COMMAND_MODULES = ["build", "verify", "package", "deploy", "run", "bench", "test", "plan", "results",
-                   "release", "source", "config", "doctor"]
+                   "release", "source", "toolchain", "config", "doctor"]
 
 app = typer.Typer(
     name="hexbuild",

@@ -46,7 +46,7 @@ def release(
     Build → verify → package for each OS, write SHA256SUMS and manifest.json to dist/, then
     deploy and smoke-test on the targets. Every stage is reported in dist/release-report.json
     (also on failure) and, on GitHub Actions, in the job summary. Exit codes: build 4, verify 5,
-    package 6, deploy 7, smoke 8 (11 when it fell back to the CPU), test 12, --strict warnings 10."""
+    package 6, deploy 7, smoke 8 (12 when it fell back to the CPU), test 13, --strict warnings 10."""
     from ..errors import UsageError
     from ..release import ReleaseOptions, run_release
 

@@ -48,7 +48,7 @@ class PassthroughCommand(TyperCommand):
 
 def run_command(
     ctx: typer.Context,
-    kind: str = typer.Argument(..., metavar="KIND", help="completion, cli, bench, server or tool."),
+    kind: str = typer.Argument(..., metavar="KIND", help="completion, cli, bench, server, tool or mtmd."),
     target: Optional[str] = typer.Option(None, "-t", "--target", help="Target (default: run.target)."),
     ndev: Optional[int] = typer.Option(None, "--ndev", min=1, max=16, help="HTP sessions HTP0..HTP{N-1}."),
     devices: Optional[str] = typer.Option(None, "--devices", help="Device list, e.g. HTP0:0,HTP0:1 (newer revisions)."),
@@ -60,7 +60,7 @@ def run_command(
     timeout: Optional[float] = typer.Option(None, "--timeout", min=1, help="Seconds before the run is stopped."),
     print_only: bool = typer.Option(False, "--print", help="Print the command that would run on the device and exit."),
     allow_cpu_fallback: bool = typer.Option(False, "--allow-cpu-fallback",
-                                            help="A run whose HTP sessions did not open is a warning, not exit 11."),
+                                            help="A run whose HTP sessions did not open is a warning, not exit 12."),
     sysroot: Optional[str] = typer.Option(None, "--sysroot", metavar="DIR",
                                           help="AArch64 glibc runtime for a qemu: target (default: the open toolchain image's)."),
 ) -> None:
@@ -69,7 +69,7 @@ def run_command(
     The session selection, GGML_HEXAGON_* knobs, tool name
     and injected defaults follow what the deployed revision understands; arguments after -- reach
     the program exactly as given and replace the defaults they name. Exits with the program's
-    exit code; a run that asked for HTP sessions and fell back to the CPU exits 11 (the
+    exit code; a run that asked for HTP sessions and fell back to the CPU exits 12 (the
     dispatch proof, in the JSON result's "dispatch"). --hex-KNOB VALUE sets GGML_HEXAGON_KNOB
     (--hex-nhvx 4, --hex-hostbuf 0, ...)."""
     from .. import runner
@@ -90,6 +90,8 @@ def run_command(
     if print_only:
         prepared = runner.prepare(req, s, offline_ok=True)
         prepared.target.close()
+        if prepared.cpu_only:
+            ui.warn(prepared.cpu_only)
         inv = prepared.invocation
         ui.result({"target": req.target, **inv.to_json()}, inv.command_line())
         return

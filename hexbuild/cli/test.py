@@ -28,7 +28,7 @@ def ops(
     dest: Optional[str] = typer.Option(None, "--dest", help="Install directory on the target (default: deploy.dest)."),
     timeout: Optional[float] = typer.Option(None, "--timeout", min=1, help="Seconds allowed per session."),
 ) -> None:
-    """Run the deployed test-backend-ops (mode test) against each HTP session; exit 12 on a failure.
+    """Run the deployed test-backend-ops (mode test) against each HTP session; exit 13 on a failure.
 
     Reports per op and type: passed, failed, not supported, with the failing cases. A session on
     which nothing ran, or a package with no HTP session, is a failure (upstream says OK)."""
@@ -67,7 +67,7 @@ def ppl(
     timeout: Optional[float] = typer.Option(None, "--timeout", min=1, help="Seconds allowed per run."),
     extra: Optional[List[str]] = typer.Argument(None, metavar="[-- ARGS]", help="More llama-perplexity arguments."),
 ) -> None:
-    """llama-perplexity on the HTP sessions and on the CPU; exit 12 when they differ by more than --max-diff."""
+    """llama-perplexity on the HTP sessions and on the CPU; exit 13 when they differ by more than --max-diff."""
     from ..checks import ppl as checks
     from ..errors import TestsFailed, UsageError
     from ..ui import ui

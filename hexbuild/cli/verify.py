@@ -37,6 +37,8 @@ def verify(
     ui.result(report.to_json(), _table(report, ui.verbose > 0))
     summary = (f"{report.package} ({report.os}, HTP {', '.join(report.htp_versions) or 'none'}): "
                f"{len(report.checks)} checks, {report.failures} failed, {report.warnings} warnings")
+    for note in report.notes:
+        ui.info(f"note: {note}")
     if report.ok:
         ui.info(summary)
         return

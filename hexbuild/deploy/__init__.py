@@ -22,15 +22,19 @@ A release already live is repaired in place instead (missing, resized or re-mode
 path is removed first or written under a temporary name, so the live release (which shares
 inodes with the staged one) never changes under a running process.
 
-Atomic: the switch is one rename(2) of a symlink (``ln -s`` to a temporary name, then
-``mv -fT`` over ``<dest>``), so a deploy cut off at any point leaves the previous install whole
+Atomic: the switch is one rename(2) of a symlink (``ln -s`` into a temporary directory, then
+``mv`` of it into ``<parent>``, which every mv — GNU, toybox — does as one rename; toybox's
+``mv -T`` refuses a link that leads to a directory, see layout.SWAP), so a deploy cut off at any point leaves the previous install whole
 and live; the half-staged release is found again on the next run (same content id), its
 good files are kept (re-hashed on the device) and the job finishes. A plain directory at
 ``<dest>`` (e.g. from ``adb push``) is adopted: its files are hashed on the device and linked
 into the first release, and it is renamed aside as the rollback release (the one moment without
 ``<dest>`` is between that rename and the symlink rename, in a single device shell command).
 ``--rollback`` points ``<dest>`` back at the release recorded as previous.
-Not guarded: two hexbuild processes deploying to the same device directory at the same time.
+One deploy at a time per destination: a lock directory beside ``<dest>`` (lock.py) makes a
+second deploy wait (``--wait``) or fail naming the holder; stale locks are broken.
+Before anything, one device call checks that the device's tools can run these scripts
+(targets/tools.py: toybox, GNU and busybox differ).
 
 Space: before any byte is sent, the bytes to push (package and models) are compared with the
 free space where they go; too little is a per-target failure, "not enough space", with the

@@ -116,14 +116,22 @@ def managed_release(target: Target, lay: Layout, link: str) -> str:
     return name
 
 
+# The switch. `mv -fT NEW CUR` is not portable: toybox (Android's mv) stats CUR through the
+# link, finds a directory and refuses ("mv: 'llama.cpp' is a directory"); without -T every mv
+# moves NEW *into* the directory CUR leads to. What every mv does alike is moving a file into a
+# directory operand: the new link is made as "$tmp/$name" and moved into "." — one rename(2)
+# of "$tmp/$name" to "./$name" on GNU, toybox and busybox, which replaces the old link itself.
 SWAP = r'''set -e
 cd "$1"
 name=$2; rel=$3; tmp=$4; legacy=$5; prefix=$6
 shift 6
-rm -f "$tmp"
-ln -s "$rel" "$tmp"
+rm -rf "$tmp"
+mkdir "$tmp"
+ln -s "$rel" "$tmp/$name"
 if [ -d "$name" ] && [ ! -L "$name" ]; then mv "$name" "$legacy"; fi
-mv -fT "$tmp" "$name"
+mv -f "$tmp/$name" .
+[ -L "$name" ] && [ ! -e "$tmp/$name" ] || { echo "the link was not replaced" >&2; exit 1; }
+rmdir "$tmp"
 [ -n "$prefix" ] || exit 0
 # the switch is done: drop every release but the kept ones ("$@")
 for d in "$prefix"*; do

@@ -4,6 +4,7 @@ for every one, failures included."""
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 from ..errors import UsageError
@@ -14,7 +15,7 @@ from .one import deploy_one
 from .options import DeployOptions
 from .package import Package, load_package
 from .result import TargetResult
-from .runtime import bundle, check_package_os
+from .runtime import bundle, check_package_os, package_os
 
 
 def deploy(package: Path | Package | None, targets: list[Target], options: DeployOptions | None = None) -> list[TargetResult]:
@@ -29,10 +30,11 @@ def deploy(package: Path | Package | None, targets: list[Target], options: Deplo
             if pkg is not None:
                 check_package_os(pkg, t)
             t.preflight()
-        if pkg is not None and opts.bundle_runtime and not opts.runtime_files:
+        if pkg is not None and opts.bundle_runtime and package_os(pkg) != "android":
             from ..toolchain.sysroot import resolve_sysroot
 
-            opts.runtime_files, opts.runtime = bundle(pkg, resolve_sysroot(opts.sysroot))
+            files, record = bundle(pkg, resolve_sysroot(opts.sysroot))
+            opts = replace(opts, runtime_files=files, runtime=record)  # this package's, not the caller's object
         models = [local_model(Path(m)) for m in opts.models]
         results: list[TargetResult | None] = [None] * len(targets)
 

@@ -3,18 +3,21 @@ switch, verify and push models — every failure caught into its TargetResult.""
 
 from __future__ import annotations
 
+import errno
 import posixpath
 import tempfile
 import time
 from pathlib import Path
 
-from ..errors import EnvironmentMissing, HexbuildError, Interrupted, UsageError
+from ..errors import DeployFailed, EnvironmentMissing, HexbuildError, Interrupted, UsageError
 from ..targets.base import DeviceInfo, Target
 from ..targets.posix import not_ready_message
+from ..targets.tools import require_tools
 from ..ui import ui
 from .apply import apply_plan
 from .checkpoints import cancel, checkpoint, fault
 from .layout import Layout, read_live, release_id
+from .lock import DeployLock
 from .models import Model, plan_models, push_models
 from .options import DeployOptions
 from .package import Package
@@ -32,6 +35,7 @@ def deploy_one(target: Target, pkg: Package | None, models: list[Model], opts: D
     t0 = time.monotonic()
     task = None
     tmpdir: tempfile.TemporaryDirectory | None = None
+    lock: DeployLock | None = None
     try:
         from ..runner import DEFAULT_MODELS, default_dest
 
@@ -40,7 +44,12 @@ def deploy_one(target: Target, pkg: Package | None, models: list[Model], opts: D
         info = target.probe(dest)
         res.serial, res.soc, res.htp_arch = info.serial, info.soc, info.htp_arch
         _require_ready(target, info)
+        require_tools(target, info)  # asked in the probe's call; names a missing tool before anything changes
         lay = Layout(dest)
+        if not opts.dry_run:
+            lock = DeployLock(target, lay, wait=opts.wait, stale=opts.stale_lock)
+            lock.acquire()
+            res.lock_wait_s = lock.waited_s
         if opts.rollback:
             rollback(target, lay, res, opts)
             return res
@@ -87,7 +96,15 @@ def deploy_one(target: Target, pkg: Package | None, models: list[Model], opts: D
                 opts.progress.update(task, advance=n)
             fault(target.spec, f"bytes:{res.bytes_pushed}")
 
-        apply_plan(target, lay, live, plan, want, pkg, opts, progress, res)
+        try:
+            apply_plan(target, lay, live, plan, want, pkg, opts, progress, res)
+        except (HexbuildError, OSError) as e:
+            if not _no_space(e):
+                raise
+            _drop_staged(target, plan)
+            raise DeployFailed(f"{target.spec}: no space left on the device at {lay.parent} while pushing (it filled "
+                               "up after the space check); the previous install is untouched and the partial "
+                               "release was removed", hint="free space on the device, then deploy again") from None
         if opts.verify:
             verify_install(target, lay, want, progress, res, checked_live=plan.in_place, repaired=plan.repair)
         done = push_models(target, models_dir, model_plan, progress, lambda name: checkpoint(target, name))
@@ -104,12 +121,30 @@ def deploy_one(target: Target, pkg: Package | None, models: list[Model], opts: D
             traceback.print_exc()
         res.status, res.error = "failed", f"internal error: {type(e).__name__}: {e}"
     finally:
+        if lock is not None:
+            lock.release()  # on success, failure and Ctrl-C alike
         res.duration_s = round(time.monotonic() - t0, 3)
         if tmpdir is not None:
             tmpdir.cleanup()
         if task is not None:
             opts.progress.update(task, description=f"{info_label(res)} {res.status}")
     return res
+
+
+def _no_space(e: BaseException) -> bool:
+    if isinstance(e, OSError):
+        return e.errno == errno.ENOSPC
+    return "no space left on device" in getattr(e, "message", str(e)).lower()
+
+
+def _drop_staged(target: Target, plan) -> None:
+    """A release that cannot be finished only holds the space the device lacks."""
+    if plan.in_place or not plan.release_dir:
+        return
+    try:
+        target.remove([plan.release_dir], recursive=True)
+    except HexbuildError:
+        pass  # the next deploy finds it and reuses what is whole
 
 
 def info_label(res: TargetResult) -> str:

@@ -17,6 +17,8 @@ class DeployOptions:
     rollback: bool = False
     dry_run: bool = False
     parallel: int = 4
+    wait: float = 10.0  # seconds to wait for another deploy's lock on the same destination
+    stale_lock: float = 3600.0  # a lock older than this (device clock) is broken
     facts: dict[str, Any] | None = None  # source facts for launch scripts (default: the package's)
     progress: Any = None  # a ui.progress() object, or None
     bundle_runtime: bool = False  # ship the glibc loader and runtime libraries under runtime/

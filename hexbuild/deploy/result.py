@@ -29,6 +29,7 @@ class TargetResult:
     previous: str | None = None
     verified: int | None = None
     repaired: int | None = None
+    lock_wait_s: float = 0.0  # time spent waiting for another deploy to the same destination
     models: list[dict[str, Any]] = field(default_factory=list)
     plan: dict[str, Any] | None = None  # with --dry-run: what would be pushed and removed
     glibc: dict[str, Any] | None = None  # {"target": "2.31", "package": "2.36"} on Linux targets

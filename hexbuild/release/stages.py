@@ -153,7 +153,8 @@ class ReleaseStages:
 
         s = self.settings
         options = DeployOptions(dest=s["deploy.dest"] or None, models_dir=s["deploy.models_dir"] or None,
-                                ndev=s["deploy.ndev"], parallel=s["deploy.parallel"])
+                                ndev=s["deploy.ndev"], parallel=s["deploy.parallel"],
+                                bundle_runtime=s["deploy.bundle_runtime"], sysroot=s["linux.sysroot"])
         results = []
         for asset in self.assets:
             targets = [t for t in self.targets if getattr(t, "os", None) in (asset["os"], None)]

@@ -16,7 +16,7 @@ from .knobs import VERBOSE_KNOBS
 from .revision import Revision
 from .templating import render_template
 
-KINDS = ("completion", "cli", "bench", "server", "tool")
+KINDS = ("completion", "cli", "bench", "server", "tool", "mtmd")
 
 
 @dataclass
@@ -87,7 +87,7 @@ def resolve_tool(kind: str, rev: Revision, *, extra: Sequence[str], installed: s
             return "llama-cli", extra  # older trees complete with llama-cli -no-cnv
         name = "llama-completion"
     else:
-        name = {"cli": "llama-cli", "bench": "llama-bench", "server": "llama-server"}[kind]
+        name = {"cli": "llama-cli", "bench": "llama-bench", "server": "llama-server", "mtmd": "llama-mtmd-cli"}[kind]
     # Missing from the device: the caller says so (EnvironmentMissing); missing from the
     # revision itself: no deploy can fix that.
     if installed is None and rev.has_tool(name) is False:

@@ -84,6 +84,9 @@ def sessions(rev: Revision, *, ndev: int | None, devices: str | None) -> Session
     bad = [n for n in names if not re.fullmatch(r"HTP\d+(:\d+)?", n)]
     if bad:
         raise UsageError(f"--devices: {bad[0]!r} is not an HTP device (HTP<n>, HTP<n>:<m>, HTP<n>[<cores>])")
+    twice = next((n for i, n in enumerate(names) if n in names[:i]), None)
+    if twice:
+        raise UsageError(f"--devices {devices}: {twice} is listed twice (each session is opened once)")
     if len(names) > MAX_SESSIONS:
         raise UsageError(f"--devices: at most {MAX_SESSIONS} sessions, got {len(names)}")
     plain = all("[" not in p and ":" not in p for p in parts)

@@ -48,7 +48,7 @@ def cpu_only(manifest: Mapping[str, Any] | None) -> bool:
     a manifest that records its HTP versions and has none."""
     if not manifest:
         return False
-    if not has_npu(manifest):
+    if not has_npu(manifest) or "htp" in (manifest.get("lacks") or []):
         return True
     if manifest.get("toolchain") == "open" or (manifest.get("toolchain") or {}) == {"kind": "open"}:
         return True

@@ -57,7 +57,7 @@ def judge(inv: Invocation, results: dict[str, Any] | None, sessions: dispatch.Se
 
 
 def check(record, *, allow_cpu_fallback: bool = False) -> None:
-    """Raise CpuFallback (exit 11) when a run that exited 0 asked for HTP sessions and fell back
+    """Raise CpuFallback (exit 12) when a run that exited 0 asked for HTP sessions and fell back
     to the CPU; with ``allow_cpu_fallback`` say it as a warning instead."""
     d = getattr(record, "dispatch", None) or {}
     if d.get("cpu_only"):

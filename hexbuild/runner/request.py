@@ -45,6 +45,7 @@ class Prepared:
     invocation: Invocation
     prompt_upload: tuple[Path, str] | None = None  # local prompt file → its path on the device
     sessions: list[str] = field(default_factory=list)  # the HTP devices selected (none: CPU only)
+    cpu_only: str | None = None  # the deployed package has no NPU libraries: the line to warn with
 
 
 def open_target(spec: str, settings):
@@ -119,7 +120,13 @@ def _prepare(target, req: RunRequest, *, offline_ok: bool) -> Prepared:
         if local.is_file():
             import hashlib
 
-            digest = hashlib.sha256(local.read_bytes()).hexdigest()[:12]
+            data = local.read_bytes()
+            try:
+                data.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise UsageError(f"prompt file {local} is not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start})",
+                                 hint=f"convert it, e.g. iconv -f latin1 -t utf-8 {local} > {local}.utf8") from None
+            digest = hashlib.sha256(data).hexdigest()[:12]
             prompt_path = f"{dest}/{PROMPTS_DIR}/{digest}-{_slug(local.name)}"
             prompt_upload = (local, prompt_path)
         elif req.prompt_file.startswith("/"):
@@ -140,11 +147,15 @@ def _prepare(target, req: RunRequest, *, offline_ok: bool) -> Prepared:
         raise EnvironmentMissing(f"{inv.argv[0][len('./bin/'):]} is not installed in {dest}/bin on {target.spec}",
                                  hint="deploy a build that has it")
     inv.argv = through_loader(inv.argv, loader_of((manifest or {}).get("runtime"), dest))
-    return Prepared(target, inv, prompt_upload, sess.names)
+    from ..artifacts.manifest import cpu_only_note
+
+    return Prepared(target, inv, prompt_upload, sessions=sess.names, cpu_only=cpu_only_note(manifest or {}))
 
 
 def run(req: RunRequest, settings) -> RunRecord:
     prepared = prepare(req, settings)
+    if prepared.cpu_only:
+        ui.warn(prepared.cpu_only)
     with prepared.target as target:
         if prepared.prompt_upload:
             local, remote = prepared.prompt_upload

@@ -51,6 +51,7 @@ def _setting(settings: Any, key: str, default: Any) -> Any:
 
 
 def _url(spec: str, kind: str, *, user_ok: bool, path_ok: bool):
+    _require_ipv6_brackets(spec, kind)
     parts = urlsplit(spec)
     if parts.query or parts.fragment or "?" in spec or "#" in spec:
         raise _bad(spec, kind, "no ?query or #fragment is allowed")
@@ -77,6 +78,35 @@ def _url(spec: str, kind: str, *, user_ok: bool, path_ok: bool):
     if "/" in serial:
         raise _bad(spec, kind, f"{serial!r} is not a device serial")
     return user, host, port, serial or None
+
+
+def _require_ipv6_brackets(spec: str, kind: str) -> None:
+    """``ssh://root@fe80::1:22`` cannot be split into host and port: say how to write it."""
+    import ipaddress
+
+    scheme, _, rest = spec.partition("://")
+    netloc, slash, path = rest.partition("/")
+    user, at, hostport = netloc.rpartition("@")
+    if hostport.startswith("[") or hostport.count(":") < 2:
+        return
+    prefix, suffix = f"{scheme}://{user}{at}", slash + path
+    head, _, tail = hostport.rpartition(":")
+
+    def is_v6(text: str) -> bool:
+        try:
+            ipaddress.IPv6Address(text)
+            return True
+        except ValueError:
+            return False
+
+    forms = []
+    if tail.isdigit() and is_v6(head):
+        forms.append(f"{prefix}[{head}]:{tail}{suffix}")  # the likelier reading: the last group is a port
+    if is_v6(hostport):
+        forms.append(f"{prefix}[{hostport}]{suffix}")
+    if not forms:
+        return  # not an IPv6 address at all: the port check below says what is wrong
+    raise _bad(spec, kind, "an IPv6 address needs brackets: " + " or ".join(forms))
 
 
 def parse_target(spec: str, settings: Mapping[str, Any] | Any = None) -> Target:

@@ -17,9 +17,10 @@ from typing import Callable, Mapping, Sequence
 from ..errors import EnvironmentMissing, HexbuildError, RemoteFailed, UsageError
 from ..ui import ui
 from . import socs
-from .adbproto import AdbClient, AdbConnectError, AdbError, AdbTimeout, DeviceEntry, tcp_connector
+from .adbproto import AdbClient, AdbConnectError, AdbError, AdbStreamClosed, AdbTimeout, DeviceEntry, tcp_connector
 from .base import ByteProgress, DeviceInfo, OutputSink
 from .posix import ShellTarget, not_ready_message, parse_df_available, shell_command
+from .tools import PROBE_SCRIPT, parse_tools
 
 _PROBE = r'''for p in ro.soc.model ro.board.platform ro.product.model ro.product.cpu.abi; do
   printf 'prop %s=%s\n' "$p" "$(getprop "$p" 2>/dev/null)"
@@ -121,7 +122,7 @@ class AdbTarget(ShellTarget):
         info = DeviceInfo(target=self.spec, kind=self.kind, os=self.os, state=entry.state, serial=serial)
         if entry.state != "device":
             return info
-        res = self.sh(_PROBE, dest, what="probing the device")
+        res = self.sh(_PROBE + "\n" + PROBE_SCRIPT, dest, what="probing the device")
         props: dict[str, str] = {}
         for line in res.out.splitlines():
             key, _, value = line.partition(" ")
@@ -139,6 +140,7 @@ class AdbTarget(ShellTarget):
         info.model = props.get("ro.product.model") or entry.attrs.get("model")
         info.abi = props.get("ro.product.cpu.abi") or None
         info.htp_arch = socs.htp_arch(info.soc, info.platform)
+        info.extra["tools"] = parse_tools(res.out).to_json()
         info.extra["installed"] = self.installed(dest)
         return info
 
@@ -153,9 +155,16 @@ class AdbTarget(ShellTarget):
         serial = self._serial()
         ui.command(self._display_prefix(serial) + ["shell", command])
         t = timeout or self.default_timeout
-        if self._supports_v2():
-            return self._call(self.client.shell_v2, serial, command, timeout=t, on_output=on_output)
-        return self._call(self.client.shell_v1, serial, command, timeout=t, on_output=on_output)
+        shell = self.client.shell_v2 if self._supports_v2() else self.client.shell_v1
+
+        def watched(*args, **kw):
+            try:
+                return shell(*args, **kw)
+            except AdbStreamClosed as e:
+                raise RemoteFailed(f"{self.spec}: lost the connection to the device ({e}): "
+                                   "it rebooted, or the cable or network dropped") from None
+
+        return self._call(watched, serial, command, timeout=t, on_output=on_output)
 
     def _display_prefix(self, serial: str) -> list[str]:
         return ["adb", "-s", serial]

@@ -40,6 +40,10 @@ class AdbTimeout(AdbError):
     pass
 
 
+class AdbStreamClosed(AdbError):
+    """An open stream ended without its end marker: the device (or the server) went away."""
+
+
 class Stream(Protocol):
     def sendall(self, data: bytes) -> Any: ...
     def recv(self, n: int) -> bytes: ...
@@ -126,9 +130,9 @@ class Conn:
             except (socket.timeout, TimeoutError):
                 raise AdbTimeout(f"no answer within {self.timeout:g}s") from None
             except OSError as e:
-                raise AdbError(f"connection to the adb server broke ({e})") from None
+                raise AdbStreamClosed(f"connection to the adb server broke ({e})") from None
             if not chunk:
-                raise AdbError("the adb server closed the connection (device gone?)")
+                raise AdbStreamClosed("the adb server closed the connection (device gone?)")
             buf += chunk
         return bytes(buf)
 

@@ -283,7 +283,9 @@ class ShellTarget(Target):
         """Facts of a Linux machine: the SoC from /sys/devices/soc0 or the device tree."""
         from . import socs
 
-        res = self.sh(_PROBE_LINUX, dest, what="probing the machine")
+        from .tools import PROBE_SCRIPT, parse_tools
+
+        res = self.sh(_PROBE_LINUX + "\n" + PROBE_SCRIPT, dest, what="probing the machine")
         info = DeviceInfo(target=self.spec, kind=self.kind, os=self.os, state="ready", serial=serial)
         facts: dict[str, str] = {}
         for line in res.out.splitlines():
@@ -294,6 +296,7 @@ class ShellTarget(Target):
         info.free_bytes = parse_df_available(facts.get("df", ""))
         info.extra["free_at"] = facts.get("dfdir")
         info.extra["installed"] = self.installed(dest)
+        info.extra["tools"] = parse_tools(res.out).to_json()
         info.abi = facts.get("abi") or None
         info.model = facts.get("dtmodel") or None
         candidates = [facts.get("machine", "")]

@@ -81,6 +81,23 @@ class SshSession:
             files = [f for f in cfg["identityfile"] if Path(f).expanduser().is_file()]
             self.identity = files[0] if files else None
 
+    def _check_identity(self) -> None:
+        """Refuse a key file that ssh(1) would ignore: one that group or others can read."""
+        if not self.identity:
+            return
+        path = Path(self.identity).expanduser()
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            raise EnvironmentMissing(f"SSH key not found: {path}", hint="set ssh.identity to an existing private key") from None
+        except OSError as e:
+            raise EnvironmentMissing(f"cannot read the SSH key {path}: {e.strerror}") from None
+        if not path.is_file():
+            raise EnvironmentMissing(f"the SSH key {path} is not a file", hint="set ssh.identity to a private key file")
+        if st.st_mode & 0o077 and st.st_uid == os.getuid():
+            raise EnvironmentMissing(f"the SSH key {path} is readable by others (mode {st.st_mode & 0o777:04o}); "
+                                     "ssh refuses such keys", hint=f"chmod 600 {path}")
+
     # -- connection -------------------------------------------------------------------------------
     def client(self):
         if self._client is not None:
@@ -91,6 +108,7 @@ class SshSession:
             def missing_host_key(self, client, hostname, key):
                 raise _UnknownHostKey(hostname, key)
 
+        self._check_identity()
         client = paramiko.SSHClient()
         if self.known_hosts.is_file():
             try:
@@ -120,8 +138,10 @@ class SshSession:
                      f"and trust the new key: {scan} >> {self.known_hosts}") from None
         except paramiko.PasswordRequiredException:
             client.close()
-            raise EnvironmentMissing(f"the SSH key for {self.where} is encrypted",
-                                     hint="load it into the agent: ssh-add KEY") from None
+            key = self.identity or "your SSH key"
+            raise EnvironmentMissing(f"the SSH key {key} for {self.where} is protected by a passphrase and no SSH agent "
+                                     "holds it", hint=f"start an agent and load the key: eval $(ssh-agent) && ssh-add {key}"
+                                     ) from None
         except paramiko.AuthenticationException:
             client.close()
             raise EnvironmentMissing(

@@ -24,6 +24,8 @@ from pathlib import Path
 
 HTP_SELECT_FILE = "hexbuild-htp-select.cmake"
 HTP_SELECT_VARS = ("CMAKE_PROJECT_ggml_INCLUDE", "HEXBUILD_HTP_VERSIONS")
+TARGETS_FILE = "hexbuild-targets.cmake"
+TARGETS_VARS = ("CMAKE_PROJECT_INCLUDE", "HEXBUILD_BUILD_TARGETS")
 STAGING_SUFFIX = ".hexbuild-partial"
 LOG_NAME = "hexbuild-build.log"
 # The checkout must be visible where the commands run; a remote or Docker-in-Docker engine
@@ -95,8 +97,53 @@ cmake_language(DEFER CALL _hexbuild_htp_select)
 """
 
 
+TARGETS_CMAKE = r"""# Written by hexbuild for `hexbuild build --build-target ...`: only some CMake targets are built,
+# and `cmake --install` must install those and skip what was not built. Included after every
+# project() through CMAKE_PROJECT_INCLUDE, it marks every install(TARGETS ...) OPTIONAL (a
+# missing file is then skipped); every other install() call is passed on exactly.
+# Run with `cmake -P` after the install, it copies a requested program the tree has no install
+# rule for (a test program, say) from the build directory into the staging install.
+if(CMAKE_SCRIPT_MODE_FILE)
+  foreach(_t IN LISTS HEXBUILD_BUILD_TARGETS)
+    if(EXISTS "${HEXBUILD_BUILD_BIN}/${_t}" AND NOT IS_DIRECTORY "${HEXBUILD_BUILD_BIN}/${_t}"
+       AND NOT EXISTS "${HEXBUILD_STAGING}/bin/${_t}")
+      file(COPY "${HEXBUILD_BUILD_BIN}/${_t}" DESTINATION "${HEXBUILD_STAGING}/bin")
+      message(STATUS "hexbuild: ${_t} has no install rule in this tree; copied from ${HEXBUILD_BUILD_BIN}")
+    endif()
+  endforeach()
+  return()
+endif()
+include_guard(GLOBAL)
+function(install)
+  if(ARGC EQUAL 0)
+    _install()
+    return()
+  endif()
+  set(_hexbuild_call "_install(")
+  set(_hexbuild_names FALSE)
+  math(EXPR _hexbuild_last "${ARGC} - 1")
+  foreach(_hexbuild_i RANGE 0 ${_hexbuild_last})
+    set(_hexbuild_arg "${ARGV${_hexbuild_i}}")
+    if(_hexbuild_i EQUAL 0 AND _hexbuild_arg STREQUAL "TARGETS")
+      set(_hexbuild_names TRUE)
+    elseif(_hexbuild_names AND _hexbuild_i GREATER 1 AND _hexbuild_arg MATCHES "^(EXPORT|RUNTIME_DEPENDENCIES|RUNTIME_DEPENDENCY_SET|ARCHIVE|LIBRARY|RUNTIME|OBJECTS|FRAMEWORK|BUNDLE|PRIVATE_HEADER|PUBLIC_HEADER|RESOURCE|FILE_SET|CXX_MODULES_BMI|INCLUDES|DESTINATION|PERMISSIONS|CONFIGURATIONS|COMPONENT|NAMELINK_COMPONENT|OPTIONAL|EXCLUDE_FROM_ALL|NAMELINK_ONLY|NAMELINK_SKIP)$")
+      string(APPEND _hexbuild_call " OPTIONAL")
+      set(_hexbuild_names FALSE)
+    endif()
+    string(APPEND _hexbuild_call " [==[${_hexbuild_arg}]==]")
+  endforeach()
+  if(_hexbuild_names)
+    string(APPEND _hexbuild_call " OPTIONAL")
+  endif()
+  string(APPEND _hexbuild_call ")")
+  cmake_language(EVAL CODE "${_hexbuild_call}")
+endfunction()
+"""
+
+
 def configure_argv(*, preset: str, build_dir: str, root: str, htp_subset: list[str] | None,
-                   reset_selection: bool, build_type: str | None, cmake_args: list[str]) -> list[str]:
+                   reset_selection: bool, build_type: str | None, cmake_args: list[str],
+                   targets: list[str] | None = None, reset_targets: bool = False) -> list[str]:
     argv = ["cmake", "--preset", preset, "-B", build_dir]
     if build_type:
         argv.append(f"-DCMAKE_BUILD_TYPE={build_type}")
@@ -105,11 +152,22 @@ def configure_argv(*, preset: str, build_dir: str, root: str, htp_subset: list[s
                  f"-DHEXBUILD_HTP_VERSIONS={';'.join(htp_subset)}"]
     elif reset_selection:
         argv += [f"-U{v}" for v in HTP_SELECT_VARS]
+    if targets:
+        argv += [f"-DCMAKE_PROJECT_INCLUDE={root.rstrip('/')}/{build_dir}/{TARGETS_FILE}",
+                 f"-DHEXBUILD_BUILD_TARGETS={';'.join(targets)}"]
+    elif reset_targets:
+        argv += [f"-U{v}" for v in TARGETS_VARS]
     return argv + list(cmake_args)
 
 
-def build_argv(build_dir: str) -> list[str]:
-    return ["cmake", "--build", build_dir]
+def build_argv(build_dir: str, targets: list[str] | None = None) -> list[str]:
+    return ["cmake", "--build", build_dir] + (["--target", *targets] if targets else [])
+
+
+def collect_argv(build_dir: str, install_dir: str, targets: list[str]) -> list[str]:
+    """After the install: requested programs without an install rule, copied from the build."""
+    return ["cmake", f"-DHEXBUILD_BUILD_TARGETS={';'.join(targets)}", f"-DHEXBUILD_BUILD_BIN={build_dir}/bin",
+            f"-DHEXBUILD_STAGING={install_dir}{STAGING_SUFFIX}", "-P", f"{build_dir}/{TARGETS_FILE}"]
 
 
 def install_argv(build_dir: str, install_dir: str) -> list[str]:
@@ -131,10 +189,11 @@ def script(commands: list[list[str]], *, keep_marker: bool = False, prelude: lis
     return "\n".join(lines) + "\n"
 
 
-def cache_has_selection(build_dir: Path) -> bool:
-    """Whether an earlier `--htp` build left the selection in this build directory's cache."""
+def cache_has_selection(build_dir: Path, names: tuple[str, ...] = HTP_SELECT_VARS) -> bool:
+    """Whether an earlier `--htp` (or, with ``names=TARGETS_VARS[1:]``, `--build-target`) build
+    left its selection in this build directory's cache."""
     try:
         text = (build_dir / "CMakeCache.txt").read_text(encoding="utf-8", errors="replace")
     except OSError:
         return False
-    return any(line.startswith(f"{v}:") for line in text.splitlines() for v in HTP_SELECT_VARS)
+    return any(line.startswith(f"{v}:") for line in text.splitlines() for v in names)

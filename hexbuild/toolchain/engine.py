@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable
 from urllib.parse import urlparse
 
-from ..errors import EnvironmentMissing, HexbuildError
+from ..errors import BuildFailed, EnvironmentMissing, HexbuildError
 from ..ui import ui
 from .buildlog import BuildLog
 from .spec import CACHE_DIR, PLATFORM, ContainerSpec
@@ -294,7 +294,13 @@ class DockerEngine:
                 except Exception:
                     pass
                 reader.join(timeout=2)
-            full = api.logs(ref, stdout=True, stderr=True, stream=False)
+            try:
+                full = api.logs(ref, stdout=True, stderr=True, stream=False)
+            except APIError as e:  # removed meanwhile by someone else on the engine (docker rm -f, prune)
+                raise BuildFailed(f"the build container {spec.name} was removed from outside while it ran "
+                                  f"(exit status {rc}): {_api_message(e)}",
+                                  hint="something else on the Docker engine removes containers; run the build "
+                                       "again (the build directory keeps what was compiled)") from None
             if not done.is_set():
                 log.replace(full)
             elif len(full) > log.fed_bytes:

@@ -20,7 +20,7 @@ from pathlib import Path
 from ..errors import EnvironmentMissing, UsageError
 from ..ui import ui
 
-OPEN_IMAGE_REPO = "hexbuild/open-arm64-linux"
+OPEN_IMAGE_REPO = "hexbuild/open-arm64-linux"  # hexbuild.toolchain.open_image.REPOSITORY
 IMAGE_RUNTIME = "/usr/aarch64-linux-gnu"
 LOADER = "ld-linux-aarch64.so.1"
 LIB_DIRS = ("lib", "lib/aarch64-linux-gnu", "usr/lib/aarch64-linux-gnu", "lib64", "usr/lib")
@@ -64,7 +64,17 @@ def _missing(why: str) -> EnvironmentMissing:
 
 
 def find_open_image(client) -> tuple[str, str]:
-    """(reference, id) of the newest local ``hexbuild/open-arm64-linux`` image."""
+    """(reference, id) of the image the current recipe makes (``hexbuild toolchain open``), else
+    the newest local ``hexbuild/open-arm64-linux`` image."""
+    from docker.errors import ImageNotFound
+
+    from .open_image import image_ref
+
+    try:
+        current = image_ref()
+        return current, client.images.get(current).id
+    except ImageNotFound:
+        pass
     images = client.images.list(name=OPEN_IMAGE_REPO)
     if not images:
         raise _missing(f"the image {OPEN_IMAGE_REPO} is not on the Docker engine")

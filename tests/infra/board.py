@@ -14,8 +14,10 @@ Debian root filesystem, its programs executed by qemu-aarch64 through binfmt_mis
   fixture writes, key authentication only, and ``ChrootDirectory`` the root filesystem for the
   test user (root) — so a session's shell, its ``sh -c`` scripts and internal-sftp all see the
   board's files, as on a real board. sshd runs in a private mount namespace (``unshare -m``) in
-  which /proc, /sys and /dev are bind-mounted into the root filesystem: they vanish with it and
-  never show up in the host's mount table. Stopped by PID.
+  which the cached root filesystem is the lower layer of an overlay (writes go to the session's
+  temporary directory, so every session starts from a clean board) with /proc, /sys and /dev
+  bind-mounted into it: they vanish with sshd and never show up in the host's mount table.
+  ``.root`` reaches the board's files through ``/proc/<sshd pid>/root``. Stopped by PID.
 """
 
 from __future__ import annotations
@@ -123,9 +125,18 @@ class VirtualBoard:
     user: str
     identity: Path
     known_hosts: Path
-    root: Path
+    root: Path  # the board's root filesystem as seen from this machine (its session overlay)
     glibc: str
     proc: subprocess.Popen
+    image: Path  # the cached, never written, root filesystem under the overlay
+    mountpoint: Path  # where the overlay is mounted inside sshd's namespace (empty outside)
+
+    def stop(self) -> None:
+        stop_process(self.proc)
+        try:
+            self.mountpoint.rmdir()
+        except OSError:
+            pass
 
     @property
     def spec(self) -> str:
@@ -159,6 +170,14 @@ def start_board(d: Path, root: Path) -> VirtualBoard:
                    check=True)
     shutil.copy(d / "client_key.pub", d / "authorized_keys")
     port = free_port()
+    # each session writes to an overlay of its own: the cached root filesystem stays pristine and
+    # nothing one test run deployed is there for the next
+    upper, work = d / "upper", d / "work"
+    # the mount point, empty on this machine (the overlay lives in sshd's namespace only), must be
+    # on a root-owned path no one else can write, which a world-writable /tmp is not
+    merged = cache_dir() / "board-mnt" / f"{os.getpid()}-{secrets.token_hex(3)}"
+    for p in (upper, work, merged):
+        p.mkdir(mode=0o755, parents=True)
     # sshd checks that every component of ChrootDirectory is root-owned and not group/other writable
     (d / "sshd_config").write_text(f"""ListenAddress 127.0.0.1
 Port {port}
@@ -173,10 +192,11 @@ UsePAM no
 StrictModes no
 AllowTcpForwarding no
 Subsystem sftp internal-sftp
-ChrootDirectory {root}
+ChrootDirectory {merged}
 """)
-    mounts = " && ".join(f"mount --rbind /{m} {root / m}" for m in ("proc", "sys", "dev"))
-    script = f'mount --make-rprivate / && {mounts} && exec "$@"'
+    mounts = " && ".join(f"mount --rbind /{m} {merged / m}" for m in ("proc", "sys", "dev"))
+    script = (f"mount --make-rprivate / && mount -t overlay overlay -o lowerdir={root},upperdir={upper},"
+              f'workdir={work} {merged} && {mounts} && exec "$@"')
     Path("/run/sshd").mkdir(parents=True, exist_ok=True)
     with open(d / "sshd.log", "ab") as log:
         proc = subprocess.Popen(["unshare", "-m", "sh", "-c", script, "sh", sshd, "-D", "-e", "-f", str(d / "sshd_config")],
@@ -185,10 +205,14 @@ ChrootDirectory {root}
         wait_port(port, proc=proc, timeout=20)
     except RuntimeError as e:
         stop_process(proc)
+        merged.rmdir()
         pytest.fail(f"the board's sshd did not start: {e}; log: {(d / 'sshd.log').read_text()[-2000:]}")
     key_type, key_b64 = (d / "host_key.pub").read_text().split()[:2]
     (d / "known_hosts").write_text(f"[127.0.0.1]:{port} {key_type} {key_b64}\n")
-    return VirtualBoard("127.0.0.1", port, "root", d / "client_key", d / "known_hosts", root, GLIBC, proc)
+    # the board's files as this machine sees them: through sshd's own mount namespace
+    view = Path(f"/proc/{proc.pid}/root") / str(merged).lstrip("/")
+    return VirtualBoard("127.0.0.1", port, "root", d / "client_key", d / "known_hosts", view, GLIBC, proc, root,
+                        merged)
 
 
 @pytest.fixture(scope="session")
@@ -203,7 +227,7 @@ def virtual_board(tmp_path_factory):
         try:
             yield board
         finally:
-            stop_process(board.proc)
+            board.stop()
 
 
 if __name__ == "__main__":

@@ -3,11 +3,19 @@
 - ``adb_server`` (session): a private adb server on a free port; ANDROID_ADB_SERVER_PORT points
   every adb client of this test session (the adb binary and hexbuild) at it, so tests never touch
   a user's server. Stopped with ``adb -P PORT kill-server``.
-- ``make_device(soc=..., ...)`` (per test) / ``phones`` (session, three SoCs): each device is an
-  ``adbd`` (ADBD_PORT=<free port>, never 5554/5555) under ``unshare -m`` with its own DEVROOT
-  bind-mounted at /data/local/tmp (or a small tmpfs for "disk full") and a bin dir with a
-  ``getprop`` that answers like a phone. ``adb connect`` makes it a device; teardown disconnects
-  and stops adbd by PID.
+- ``make_device(soc=..., userland=..., ...)`` (per test) / ``phones`` (session, three SoCs): each
+  device is an ``adbd`` (ADBD_PORT=<free port>, never 5554/5555) under ``unshare -m`` with its own
+  DEVROOT bind-mounted at /data/local/tmp (or a small tmpfs for "disk full") and a ``getprop``
+  that answers like a phone. ``adb connect`` makes it a device; teardown disconnects and stops
+  adbd by PID. Two userlands (``USERLANDS``):
+  - ``"android"`` (the default): what a phone has. adbd runs chrooted into a root made of bind
+    mounts: ``/system/bin`` holds mksh as ``sh`` and toybox with a link per applet, ``/bin`` is a
+    symlink to it (as on Android 10+), ``/system`` is read-only, adbd is ``/apex/com.android.adbd/bin/adbd`` with a phone's
+    ``PATH``, ``awk`` is mawk (Android's is BWK awk, also not toybox), and only the host's shared
+    libraries (``/usr/lib``, read-only) come along, so no GNU tool is reachable from the device side. adbd runs ``/bin/sh -c`` (Debian's build has
+    glibc's ``_PATH_BSHELL``; AOSP's has ``/system/bin/sh``): both are mksh here.
+  - ``"debian"``: the host's own userland (dash, GNU coreutils), as a board with a full Linux
+    userland has; ``getprop`` is in ``/usr/local/sbin``.
 - ``make_locked_phone()``: an *unauthorized* phone. Debian's adbd is built for Linux with
   authentication compiled out (it logs "authentication not required"; there is no
   ro.adb.secure), so the locked phone is emulated one layer down, at the adb wire protocol: a
@@ -45,7 +53,11 @@ SOCS = {  # ro.soc.model → (ro.board.platform, marketing name)
     "SM8550": ("kalama", "Snapdragon 8 Gen 2 phone"),
     "SM8750": ("sun", "Snapdragon 8 Elite phone"),
 }
-GETPROP = """#!/bin/sh
+USERLANDS = ("android", "debian")
+# a phone's PATH without the apex/product/odm directories that have nothing here
+ANDROID_PATH = "/system/bin:/system/xbin:/vendor/bin"
+ADBD_ON_PHONE = "/apex/com.android.adbd/bin/adbd"
+GETPROP = """#!{shell}
 # getprop of a virtual phone (written by tests/infra/devices.py)
 case "$1" in
   ro.soc.model) echo {soc};;
@@ -159,6 +171,7 @@ class VirtualDevice:
     soc: str
     disk_kb: int | None = None
     link_mbit: int | None = None
+    userland: str = "android"
     proc: subprocess.Popen | None = None
     log: Path | None = None
     _started: list = field(default_factory=list)
@@ -219,22 +232,35 @@ class VirtualDevice:
 
     def start(self) -> None:
         adbd = _need("adbd", "adbd")
-        Path("/data/local/tmp").mkdir(parents=True, exist_ok=True)  # the mount point
+        Path("/data/local/tmp").mkdir(parents=True, exist_ok=True)  # the mount point (debian)
+        tmp_at = "$R/data/local/tmp" if self.userland == "android" else "/data/local/tmp"
         if self.disk_kb:
-            mount_tmp = f"mount -t tmpfs -o size={self.disk_kb}k hexbuild-test /data/local/tmp"
+            mount_tmp = f"mount -t tmpfs -o size={self.disk_kb}k hexbuild-test {tmp_at}"
         else:
-            mount_tmp = 'mount --bind "$DEVROOT/tmp" /data/local/tmp'
-        script = (f'mount --make-rprivate / && {mount_tmp} && mount --bind "$DEVROOT/bin" /usr/local/sbin '
-                  f'&& exec "$ADBD"')
-        self.log = self.root / "adbd.log"
+            mount_tmp = f'mount --bind "$DEVROOT/tmp" {tmp_at}'
         env = {**os.environ, "ADBD_PORT": str(self.port), "DEVROOT": str(self.root), "ADBD": adbd}
+        if self.userland == "android":
+            env["R"] = str(self.root / "sysroot")
+            env["CHROOT"] = _need("chroot", "coreutils")
+            # the host's sh runs the mounts, then adbd starts chrooted with a phone's environment
+            script = ('mount --make-rprivate / && '
+                      'mount --bind -o ro /usr/lib "$R/usr/lib" && mount --bind -o ro /usr/lib64 "$R/usr/lib64" && '
+                      'mount --rbind /dev "$R/dev" && mount -t proc proc "$R/proc" && '
+                      'mount --rbind /sys "$R/sys" && mount --bind -o ro "$R/system" "$R/system" && '
+                      f'mount --bind -o ro "$ADBD" "$R{ADBD_ON_PHONE}" && {mount_tmp} && '
+                      f'exec env -i PATH={ANDROID_PATH} ADBD_PORT="$ADBD_PORT" ANDROID_ROOT=/system '
+                      f'ANDROID_DATA=/data TMPDIR=/data/local/tmp "$CHROOT" "$R" {ADBD_ON_PHONE}')
+        else:
+            script = (f'mount --make-rprivate / && {mount_tmp} && mount --bind "$DEVROOT/bin" /usr/local/sbin '
+                      f'&& exec "$ADBD"')
+        self.log = self.root / "adbd.log"
         argv = ["unshare", "-m", "sh", "-c", script]
         if self.link_mbit:
             if not Path(f"/run/netns/{self.netns}").exists():
                 self._make_link()
             argv = ["ip", "netns", "exec", self.netns, *argv]
         with open(self.log, "ab") as log:
-            # ip netns exec, unshare and sh all exec: the Popen PID is adbd's own
+            # ip netns exec, unshare, sh, env and chroot all exec: the Popen PID is adbd's own
             self.proc = subprocess.Popen(argv, cwd="/", env=env,
                                          stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         wait_port(self.port, proc=self.proc, host=self.address)
@@ -261,17 +287,59 @@ class VirtualDevice:
         return self.server("-s", self.serial, "shell", command, check=False)
 
 
+def android_root(root: Path, getprop: str, without: tuple[str, ...] = ()) -> Path:
+    """``root``/sysroot: the mount points and files of a phone's root for adbd to chroot into
+    (the mounts themselves are made in adbd's namespace by ``VirtualDevice.start``)."""
+    sysroot = root / "sysroot"
+    sbin = sysroot / "system" / "bin"
+    sbin.mkdir(parents=True)
+    for d in ("usr/lib", "usr/lib64", "dev", "proc", "sys", "data/local/tmp", "system/xbin", "vendor/bin",
+              "etc", "sdcard", Path(ADBD_ON_PHONE).parent.relative_to("/")):
+        (sysroot / d).mkdir(parents=True, exist_ok=True)
+    (sysroot / ADBD_ON_PHONE.lstrip("/")).touch()
+    for link, to in (("bin", "system/bin"), ("lib", "usr/lib"), ("lib64", "usr/lib64")):
+        (sysroot / link).symlink_to(to)
+    toybox = _need("toybox", "toybox")
+    shutil.copy2(toybox, sbin / "toybox")
+    shutil.copy2(_need("mksh", "mksh"), sbin / "mksh")
+    (sbin / "sh").symlink_to("mksh")
+    # Android ships BWK awk (not toybox) at /system/bin/awk; Debian's mawk (not GNU) stands in
+    shutil.copy2(_need("mawk", "mawk"), sbin / "awk")
+    applets = subprocess.run([toybox], capture_output=True, text=True, check=True).stdout.split()
+    for applet in applets:
+        if applet not in ("sh", "getprop", "toybox", *without) and "/" not in applet:
+            (sbin / applet).symlink_to("toybox")
+    (sbin / "getprop").write_text(getprop.replace("{shell}", "/system/bin/sh"))
+    (sbin / "getprop").chmod(0o755)
+    # Android's shell user: HOME=/ and SHELL=/system/bin/sh (adbd sets both from getpwuid)
+    (sysroot / "etc" / "passwd").write_text("root:x:0:0:root:/:/system/bin/sh\n")
+    (sysroot / "etc" / "group").write_text("root:x:0:\n")
+    (sysroot / "etc" / "nsswitch.conf").write_text("passwd: files\ngroup: files\nhosts: files\n")
+    # the dynamic loader's cache: without it every program start searches the library path
+    # (10 ms per toybox call here), which a phone's linker never does
+    if Path("/etc/ld.so.cache").is_file():
+        shutil.copy2("/etc/ld.so.cache", sysroot / "etc" / "ld.so.cache")
+    return sysroot
+
+
 def new_device(server: AdbServer, base: Path, soc: str = "SM8650", *, platform: str | None = None,
-               model: str | None = None, disk_kb: int | None = None, link_mbit: int | None = None) -> VirtualDevice:
+               model: str | None = None, disk_kb: int | None = None, link_mbit: int | None = None,
+               userland: str = "android", without: tuple[str, ...] = ()) -> VirtualDevice:
+    """``without``: toybox applets the phone lacks (an older or trimmed toybox)."""
+    if userland not in USERLANDS:
+        raise ValueError(f"userland must be one of {USERLANDS}, not {userland!r}")
     platform = platform if platform is not None else SOCS.get(soc, ("", ""))[0]
     model = model or SOCS.get(soc, ("", f"{soc} phone"))[1]
     root = base / f"dev-{soc}-{free_port()}"
     (root / "tmp").mkdir(parents=True)
-    (root / "bin").mkdir()
-    getprop = root / "bin" / "getprop"
-    getprop.write_text(GETPROP.format(soc=soc, platform=platform, model=model))
-    getprop.chmod(0o755)
-    dev = VirtualDevice(server, root, free_port(), soc, disk_kb, link_mbit)
+    getprop = GETPROP.replace("{soc}", soc).replace("{platform}", platform).replace("{model}", model)
+    if userland == "android":
+        android_root(root, getprop, without)
+    else:
+        (root / "bin").mkdir()
+        (root / "bin" / "getprop").write_text(getprop.replace("{shell}", "/bin/sh"))
+        (root / "bin" / "getprop").chmod(0o755)
+    dev = VirtualDevice(server, root, free_port(), soc, disk_kb, link_mbit, userland)
     try:
         dev.start()
     except BaseException:
@@ -280,9 +348,16 @@ def new_device(server: AdbServer, base: Path, soc: str = "SM8650", *, platform: 
     return dev
 
 
+@pytest.fixture(params=USERLANDS)
+def userland(request) -> str:
+    """Parametrizes a test over both phones: ``make_device(..., userland=userland)``."""
+    return request.param
+
+
 @pytest.fixture
 def make_device(adb_server, tmp_path):
-    """make_device(soc="SM8650", disk_kb=None, server=None) → a fresh VirtualDevice for this test."""
+    """make_device(soc="SM8650", disk_kb=None, server=None, userland="android") → a fresh
+    VirtualDevice for this test."""
     made: list[VirtualDevice] = []
 
     def make(soc: str = "SM8650", *, server: AdbServer | None = None, **kw) -> VirtualDevice:
@@ -303,6 +378,14 @@ def phones(adb_server, tmp_path_factory):
     yield devs
     for dev in devs.values():
         dev.stop()
+
+
+@pytest.fixture(scope="session")
+def debian_phone(adb_server, tmp_path_factory):
+    """A long-lived SM8650 phone with the host's Debian userland (dash, GNU coreutils)."""
+    dev = new_device(adb_server, tmp_path_factory.mktemp("debian-phone"), "SM8650", userland="debian")
+    yield dev
+    dev.stop()
 
 
 @pytest.fixture

@@ -199,7 +199,10 @@ def rootfs_tar(cache: Path, wait: float = 1200.0) -> Path:
 def context_hash() -> str:
     """Content (and modes) of everything the fixture image is built from."""
     h = hashlib.sha256()
-    for p in sorted(DOCKER_DIR.rglob("*")):
+    # Only the fixture's own files: docker/open-arm64-linux/ (hexbuild's open toolchain recipe)
+    # changing must not rebuild the fixture images.
+    files = [DOCKER_DIR / FIXTURE_DOCKERFILE, *(DOCKER_DIR / "toolchain-fixture").rglob("*")]
+    for p in sorted(files):
         if p.is_file():
             h.update(str(p.relative_to(DOCKER_DIR)).encode() + b"\0")
             h.update(oct(p.stat().st_mode & 0o777).encode() + b"\0")

@@ -22,5 +22,10 @@ def tree_0_3_20() -> Path:
 
 
 @pytest.fixture(scope="session")
+def tree_0_3_28() -> Path:
+    return llama_tree("0.3.28")
+
+
+@pytest.fixture(scope="session")
 def tree_0_3_36() -> Path:
     return llama_tree("0.3.36")

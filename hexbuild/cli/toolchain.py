@@ -1,0 +1,57 @@
+"""hexbuild toolchain: toolchain images hexbuild makes itself."""
+
+from __future__ import annotations
+
+
+import typer
+
+toolchain_app = typer.Typer(help="Toolchain images hexbuild makes itself (the open AArch64 Linux toolchain).",
+                            no_args_is_help=True)
+
+
+@toolchain_app.command("open")
+def open_toolchain(
+    os_name: str = typer.Option("linux", "--os", metavar="linux",
+                                help="Target OS; the open toolchain builds Linux programs only."),
+    method: str = typer.Option("auto", "--method", metavar="auto|dockerfile|rootfs",
+                               help="dockerfile (engine with a network), rootfs (debootstrap here, then import; "
+                                    "needs root) or auto (by whether the engine has a bridge network)."),
+    rebuild: bool = typer.Option(False, "--rebuild", help="Make the image again, ignoring the engine's copy "
+                                                          "and the cached root filesystem."),
+    print_ref: bool = typer.Option(False, "--print", help="Print the image reference the recipe gives; "
+                                                          "no engine needed."),
+) -> None:
+    """Create (or reuse) the open AArch64 Linux toolchain image from Debian packages only."""
+    from ..errors import UsageError
+    from ..toolchain import open_image
+    from ..ui import ui
+
+    if os_name != "linux":
+        raise UsageError(f"--os {os_name}: the open toolchain builds Linux programs only",
+                         hint="Android builds need the vendor image (the NDK and the Hexagon SDK): "
+                              "hexbuild build --os android")
+    if method not in open_image.METHODS:
+        raise UsageError(f"--method must be one of {', '.join(open_image.METHODS)}, got {method!r}")
+    rec = open_image.recipe()
+    if print_ref:
+        ui.result({"image": rec.image, "repository": open_image.REPOSITORY, "tag": rec.tag,
+                   "recipe_hash": rec.hash, "packages": rec.packages}, rec.image)
+        return
+    from ..toolchain.engine import DockerEngine
+
+    engine = DockerEngine.connect()
+    try:
+        result = open_image.ensure_open_image(engine.client, method=method, rebuild=rebuild)
+    except KeyboardInterrupt:
+        from ..errors import Interrupted
+
+        raise Interrupted("interrupted; the partial root filesystem was removed") from None
+    finally:
+        engine.close()
+    how = {"dockerfile": "built from the Dockerfile", "rootfs": "built from a debootstrap root filesystem",
+           "cache": "imported from the cached root filesystem", None: "already on the engine"}[result.method]
+    ui.result(result.to_json(), f"{result.image} ({result.status}: {how}; {result.seconds:.1f}s)")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(toolchain_app, name="toolchain")

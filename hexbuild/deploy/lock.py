@@ -1,0 +1,174 @@
+"""One deploy at a time per destination: a lock directory beside ``<dest>``.
+
+``<parent>/.<name>.hexbuild.lock/`` is made with ``mkdir`` (atomic on every filesystem and every
+mkdir: exactly one of two racing deploys creates it) and holds ``owner``: this machine's host
+name, this process's pid, a random token and the device's clock at creation. Its name is
+outside the release prefix (``.<name>.hexbuild-``), so the switch's clean-up never touches it.
+
+A second deploy to the same destination waits (``--wait`` seconds, with a progress line) and
+then fails with exit 7 naming the holder. A lock is *stale*, and broken with a warning, when
+its holder ran on this machine and that pid is gone, or when it is older than ``--stale-lock``
+by the device's own clock (so clocks that disagree between machines do not matter). The lock is
+released (only when the token is still ours) on success, failure and Ctrl-C. Each target has
+its own lock, so ``deploy --all`` never waits on another device.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import secrets
+import socket
+import time
+from dataclasses import dataclass
+
+from ..errors import DeployFailed
+from ..targets.base import Target
+from ..ui import ui
+from .layout import Layout
+
+POLL_S = 0.5
+_HELD: set[str] = set()  # tokens of the locks this process holds now
+REPORT_EVERY_S = 5.0
+
+# Builtins where a shell has them (echo; mksh's and bash's $EPOCHREALTIME), so that taking
+# the lock starts one program (mkdir) and releasing it one (rm).
+_TRY = r'''L=$1; shift
+[ -d "${L%/*}" ] || mkdir -p "${L%/*}"
+now=${EPOCHREALTIME%.*}
+[ -n "$now" ] || now=$(date +%s)
+if mkdir "$L" 2>/dev/null; then
+  { for x in "$@"; do echo "$x"; done; echo "started=$now"; } > "$L/owner" || exit 1
+  echo acquired
+  exit 0
+fi
+[ -d "$L" ] || { echo "cannot create $L" >&2; exit 1; }
+echo held
+echo "now=$now"
+[ -f "$L/owner" ] && while IFS= read -r line; do echo "$line"; done < "$L/owner"
+[ -f "$L/owner" ] || echo "made=$(stat -c %Y "$L" 2>/dev/null)"
+exit 0'''
+# remove the lock only while it still carries the expected token (ours, or a stale holder's)
+_REMOVE = r'''L=$1; tok=$2
+[ -d "$L" ] || exit 0
+ours=$3
+[ -f "$L/owner" ] && while IFS= read -r line; do [ "$line" = "token=$tok" ] && ours=1; done < "$L/owner"
+[ -n "$ours" ] || exit 3
+rm -rf "$L"'''
+
+
+@dataclass
+class Holder:
+    host: str = "?"
+    pid: int | None = None
+    token: str = ""
+    started: int | None = None  # device clock, seconds
+    age_s: float | None = None
+
+    def describe(self) -> str:
+        since = f", for {self.age_s:.0f}s" if self.age_s is not None else ""
+        return f"host {self.host} pid {self.pid if self.pid is not None else '?'}{since}"
+
+
+def lock_path(lay: Layout) -> str:
+    return posixpath.join(lay.parent, f".{lay.name}.hexbuild.lock")
+
+
+class DeployLock:
+    """``with DeployLock(target, lay, wait=10, stale=3600):`` — held for the block."""
+
+    def __init__(self, target: Target, lay: Layout, *, wait: float, stale: float):
+        self.target, self.path, self.wait, self.stale = target, lock_path(lay), wait, stale
+        self.token = secrets.token_hex(8)
+        self.held = False
+        self.waited_s = 0.0
+
+    def __enter__(self) -> "DeployLock":
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    def acquire(self) -> None:
+        t0 = time.monotonic()
+        last_report = None
+        while True:
+            holder = self._try()
+            if holder is None:
+                self.held = True
+                _HELD.add(self.token)
+                self.waited_s = round(time.monotonic() - t0, 3)
+                return
+            why = self._stale(holder)
+            if why:
+                ui.warn(f"{self.target.spec}: breaking the stale deploy lock {self.path} ({holder.describe()}: {why})")
+                self._remove(holder.token, ownerless=not holder.token)
+                continue
+            waited = time.monotonic() - t0
+            if waited >= self.wait:
+                raise DeployFailed(
+                    f"{self.target.spec}: another deploy holds {self.path} ({holder.describe()})",
+                    hint=f"wait for it to finish, or give --wait SECONDS (waited {waited:.0f}s); "
+                         f"a lock whose holder is gone or older than --stale-lock ({self.stale:g}s) is broken")
+            if last_report is None or time.monotonic() - last_report >= REPORT_EVERY_S:
+                ui.info(f"{self.target.spec}: waiting for another deploy to {posixpath.dirname(self.path)} "
+                        f"({holder.describe()}); up to {self.wait - waited:.0f}s more")
+                last_report = time.monotonic()
+            time.sleep(min(POLL_S, max(0.05, self.wait - waited)))
+
+    def release(self) -> None:
+        if not self.held:
+            return
+        self.held = False
+        _HELD.discard(self.token)
+        try:
+            self._remove(self.token)
+        except Exception as e:  # the device went away: the next deploy finds the lock stale
+            ui.warn(f"{self.target.spec}: could not release the deploy lock {self.path}: {e}")
+
+    # -- device calls ---------------------------------------------------------------------------
+    def _try(self) -> Holder | None:
+        fields = [f"host={socket.gethostname()}", f"pid={os.getpid()}", f"token={self.token}"]
+        res = self.target.sh(_TRY, self.path, *fields, what=f"taking the deploy lock {self.path}")
+        lines = res.out.splitlines()
+        if lines and lines[0] == "acquired":
+            return None
+        kv = dict(line.partition("=")[::2] for line in lines[1:] if "=" in line)
+        holder = Holder(host=kv.get("host") or "?", token=kv.get("token", ""))
+        holder.pid = int(kv["pid"]) if kv.get("pid", "").isdigit() else None
+        now = int(kv["now"]) if kv.get("now", "").isdigit() else None
+        born = kv.get("started") or kv.get("made") or ""
+        holder.started = int(born) if born.isdigit() else None
+        if now is not None and holder.started is not None:
+            holder.age_s = max(0.0, float(now - holder.started))
+        return holder
+
+    def _stale(self, h: Holder) -> str | None:
+        if h.age_s is not None and h.age_s > self.stale:
+            return f"older than --stale-lock {self.stale:g}s"
+        if h.host == socket.gethostname() and h.pid is not None:
+            if h.pid != os.getpid() and not _alive(h.pid):
+                return "its process is gone"
+            if h.pid == os.getpid() and h.token not in _HELD:
+                return "left behind by this process (the device went away before it was released)"
+        if not h.token and h.age_s is not None and h.age_s > 30:
+            return "it has no owner record"  # a holder cut off between mkdir and writing owner
+        return None
+
+    def _remove(self, token: str, *, ownerless: bool = False) -> None:
+        res = self.target.sh(_REMOVE, self.path, token, "1" if ownerless else "", check=False,
+                             what=f"removing the deploy lock {self.path}")
+        if res.rc not in (0, 3):
+            raise DeployFailed(f"{self.target.spec}: cannot remove the deploy lock {self.path}: "
+                               f"{(res.err or res.out).strip() or res.rc}")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,0 +1,208 @@
+"""What a revision's Hexagon backend puts in an HTP session (the rules `hexbuild plan` follows),
+read from that revision's ggml-hexagon.cpp, never from a table of versions.
+
+* repacked types: the types the backend moves into the session's REPACK buffer. Newer trees
+  name them in ``ggml_hexagon_is_repack_type`` (0.3.36: Q4_0 Q4_1 Q8_0 IQ4_NL MXFP4 Q4_K Q5_K
+  Q6_K); older ones in the ``case`` labels of ``ggml_backend_hexagon_buffer_set_tensor``'s
+  repack switch (0.3.20: Q4_0 Q8_0 IQ4_NL MXFP4; 0.3.28 adds Q4_1).
+* row limit: up to the 0.3.28 tree the matmul refuses weights with more rows than
+  ``ggml_nrows(src0) > 16 * 1024`` ("typically the lm-head"), which then stay on the CPU; 0 when
+  the tree has no such test (0.3.32 on).
+* the per-session VA budget knob ``GGML_HEXAGON_VMEM`` (MiB) and its default, where it exists.
+
+The rules travel in the package manifest and the device manifest (``llama_cpp.plan_rules``),
+so a plan for a package or a deployed target needs no checkout.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+BACKEND_FILE = "ggml/src/ggml-hexagon/ggml-hexagon.cpp"
+HTP_OPS_HEADER = "ggml/src/ggml-hexagon/htp/htp-ops.h"
+VMEM_KNOB = "GGML_HEXAGON_VMEM"
+
+_TYPE_RE = re.compile(r"GGML_TYPE_([A-Z0-9_]+)")
+_IS_REPACK_RE = re.compile(r"bool\s+ggml_hexagon_is_repack_type\s*\([^)]*\)\s*\{(.*?)\n\}", re.S)
+_SET_TENSOR_RE = re.compile(r"void\s+ggml_backend_hexagon_buffer_set_tensor\s*\(.*?switch\s*\(\s*tensor->type\s*\)"
+                            r"\s*\{(.*?)default\s*:", re.S)
+_ROW_LIMIT_RE = re.compile(r"ggml_nrows\s*\(\s*src0\s*\)\s*>\s*([0-9][0-9\s*]*)\)")
+_VMEM_DEFAULT_RE = re.compile(r"#define\s+HTP_OP_MAX_VMEM_DEFAULT\s+\(?\s*(\d+)u?\s*\)?")
+_VMEM_MIB_RE = re.compile(r"str_vmem\s*,\s*NULL\s*,\s*0\s*\)\s*\*\s*MiB")
+_GGML_VERSION_RE = re.compile(r"set\(GGML_VERSION_(MAJOR|MINOR|PATCH)\s+(\d+)\)")
+
+
+@dataclass(frozen=True)
+class PlanRules:
+    revision: str | None
+    repack_types: list[str]
+    row_limit: int                     # 0: no limit
+    vmem: dict[str, Any] | None = None  # {"env", "unit", "default_bytes"} when the revision has the knob
+    origin: str = "assumed"            # source | package | target | assumed
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def manifest_json(self) -> dict[str, Any]:
+        """What the package manifest keeps (where they came from is said when they are read)."""
+        return {k: v for k, v in self.to_json().items() if k != "origin"}
+
+
+# When plan is given no revision: those of the newest tree hexbuild knows (0.3.36). They count
+# more weights against a session than the older rules, so a plan that fits under them fits.
+ASSUMED = PlanRules(revision=None, repack_types=["IQ4_NL", "MXFP4", "Q4_0", "Q4_1", "Q4_K", "Q5_K", "Q6_K", "Q8_0"],
+                    row_limit=0, vmem=None, origin="assumed")
+
+
+def read_rules(root: Path | str, revision: str | None = None) -> PlanRules | None:
+    """The rules of the llama.cpp tree at ``root``; None when it has no Hexagon backend."""
+    root = Path(root)
+    try:
+        text = (root / BACKEND_FILE).read_text("utf-8", "replace")
+    except OSError:
+        return None
+    types = _repack_types(text)
+    if not types:
+        return None
+    m = _ROW_LIMIT_RE.search(text)
+    row_limit = _product(m[1]) if m else 0
+    vmem = None
+    if f'getenv("{VMEM_KNOB}")' in text:
+        default = None
+        try:
+            if d := _VMEM_DEFAULT_RE.search((root / HTP_OPS_HEADER).read_text("utf-8", "replace")):
+                default = int(d[1])
+        except OSError:
+            pass
+        vmem = {"env": VMEM_KNOB, "unit": "MiB" if _VMEM_MIB_RE.search(text) else "bytes", "default_bytes": default}
+    return PlanRules(revision=revision or _ggml_version(root), repack_types=types, row_limit=row_limit,
+                     vmem=vmem, origin="source")
+
+
+def rules_from_manifest(llama_cpp: Mapping[str, Any] | None, origin: str) -> PlanRules | None:
+    """The rules a package or device manifest carries (``llama_cpp.plan_rules``), if any."""
+    data = (llama_cpp or {}).get("plan_rules") if isinstance(llama_cpp, Mapping) else None
+    if not isinstance(data, Mapping) or not isinstance(data.get("repack_types"), list):
+        return None
+    row_limit = data.get("row_limit")
+    return PlanRules(revision=data.get("revision") or (llama_cpp or {}).get("revision"),
+                     repack_types=[str(t) for t in data["repack_types"]],
+                     row_limit=row_limit if isinstance(row_limit, int) and row_limit >= 0 else 0,
+                     vmem=data.get("vmem") if isinstance(data.get("vmem"), Mapping) else None, origin=origin)
+
+
+def _repack_types(text: str) -> list[str]:
+    m = _IS_REPACK_RE.search(text) or _SET_TENSOR_RE.search(text)
+    if not m:
+        return []
+    body = m[1]
+    if m.re is _SET_TENSOR_RE:  # only the case labels: the repack calls name other identifiers
+        body = " ".join(re.findall(r"case\s+GGML_TYPE_[A-Z0-9_]+\s*:", body))
+    return sorted(set(_TYPE_RE.findall(body)))
+
+
+def _product(expr: str) -> int:
+    out = 1
+    for part in expr.split("*"):
+        if part.strip():
+            out *= int(part)
+    return out
+
+
+def _ggml_version(root: Path) -> str | None:
+    """A tree without git history (a source distribution) is named by its ggml version."""
+    try:
+        text = (root / "ggml" / "CMakeLists.txt").read_text("utf-8", "replace")
+    except OSError:
+        return None
+    parts = dict(_GGML_VERSION_RE.findall(text))
+    if len(parts) != 3:
+        return None
+    return f"ggml-{parts['MAJOR']}.{parts['MINOR']}.{parts['PATCH']}"
+
+
+# -- where the rules come from ---------------------------------------------------------------
+
+def resolve_rules(*, source: str | None = None, package: str | None = None, target: str | None = None,
+                  settings: Any = None, dest: str | None = None) -> PlanRules:
+    """The rules of a checkout (--source), a package (--package: its manifest) or what is
+    deployed on a target (--target: its device manifest); ASSUMED when none is given."""
+    from .errors import UsageError
+
+    given = [n for n, v in (("--source", source), ("--package", package), ("--target", target)) if v]
+    if len(given) > 1:
+        raise UsageError(f"{' and '.join(given)}: give one place to read the revision's rules from")
+    if source:
+        return _source_rules(Path(source).expanduser())
+    if package:
+        return _package_rules(Path(package).expanduser())
+    if target:
+        return _target_rules(target, settings, dest)
+    return ASSUMED
+
+
+def _source_rules(root: Path) -> PlanRules:
+    from .errors import UsageError
+    from .source import _revision, is_checkout
+
+    if not root.is_dir() or not is_checkout(root):
+        raise UsageError(f"{root} is not a llama.cpp checkout (no ggml/, include/llama.h and CMakeLists.txt)",
+                         hint="point --source at the root of a llama.cpp clone")
+    rules = read_rules(root, _revision(root.resolve()))
+    if rules is None:
+        raise UsageError(f"{root}: no Hexagon backend the plan can read ({BACKEND_FILE} has no repacked types)")
+    return rules
+
+
+def _package_rules(path: Path) -> PlanRules:
+    import json
+    import tarfile
+
+    from .errors import UsageError
+
+    meta: Any = None
+    try:
+        if path.is_dir():
+            meta = json.loads((path / "manifest.json").read_text("utf-8"))
+        elif path.is_file():
+            with tarfile.open(path, "r:*") as tar:
+                member = next((m for m in tar.getmembers() if m.isfile()
+                               and m.name.lstrip("./").count("/") <= 1 and m.name.endswith("manifest.json")), None)
+                f = tar.extractfile(member) if member is not None else None
+                meta = json.loads(f.read().decode("utf-8")) if f is not None else None
+        else:
+            raise UsageError(f"package not found: {path}")
+    except FileNotFoundError:
+        meta = None
+    except (OSError, ValueError, tarfile.TarError, EOFError) as e:
+        raise UsageError(f"cannot read the manifest of package {path}: {e}") from None
+    rules = rules_from_manifest(meta.get("llama_cpp") if isinstance(meta, dict) else None, "package")
+    if rules is None:
+        raise UsageError(f"package {path}: its manifest carries no plan rules (built before hexbuild recorded them)",
+                         hint="rebuild it, or pass --source with the checkout it was built from")
+    return rules
+
+
+def _target_rules(spec: str, settings: Any, dest: str | None) -> PlanRules:
+    from .errors import UsageError
+    from .runner.install import MANIFEST, default_dest, read_manifest
+    from .targets import parse_target
+
+    target = parse_target(spec, settings)
+    try:
+        where = dest or default_dest(target)
+        where = target.expand(where) if hasattr(target, "expand") else where
+        manifest = read_manifest(target, where)
+    finally:
+        target.close()
+    if manifest is None:
+        raise UsageError(f"nothing deployed at {spec}:{where} ({MANIFEST} not found)",
+                         hint="run hexbuild deploy first, give --dest, or pass --source/--package")
+    rules = rules_from_manifest(manifest.get("llama_cpp"), "target")
+    if rules is None:
+        raise UsageError(f"{spec}:{where}: the deployed manifest carries no plan rules (deployed before hexbuild recorded them)",
+                         hint="redeploy a package built by this hexbuild, or pass --source")
+    return rules

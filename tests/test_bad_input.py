@@ -1,0 +1,380 @@
+"""Bad input users really type, one row per kind: each gives exactly one ``hexbuild: error:``
+line (an optional ``hint:`` after it), the documented exit code, no traceback (and for usage
+errors nothing on stdout), and nothing half-written — the working directory and the phone's /data/local/tmp are the same
+before and after. README.md's "Bad input" table has a row per case here (tests/test_docs.py)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from hexbuild import deploy as deploy_mod
+from hexbuild import errors
+from hexbuild.source import read_source
+from hexbuild.targets import parse_target
+from tests import elf_factory as ef
+
+DEST = "/data/local/tmp/llama.cpp"
+
+
+@dataclass
+class Ctx:
+    tmp: Path
+    request: pytest.FixtureRequest
+    env: dict[str, str] = field(default_factory=dict)
+    watched: list[Path] = field(default_factory=list)
+    ignore: set[str] = field(default_factory=set)  # names the case itself puts there on purpose
+    keeps: str | None = None  # a directory of the working dir that is *meant* to be written
+    _phone: object = None
+
+    @property
+    def work(self) -> Path:
+        return self.tmp / "work"
+
+    def phone(self, **kw):
+        if self._phone is None:
+            self._phone = self.request.getfixturevalue("make_device")("SM8750", **kw)
+            self.watched.append(self._phone.tmp)
+        return self._phone
+
+    def pkg(self, tag: str = "p") -> Path:
+        p = self.tmp / "pkgs" / tag / "llama.cpp"
+        if not p.exists():
+            ef.make_package(self.tmp / "pkgs" / tag, os="android", htp=["v68", "v73"])
+        return p
+
+    def installed_phone(self, tools: dict[str, str] | None = None, tree: str = "tree_0_3_36"):
+        """A phone with an install whose manifest says the vocabulary of ``tree``'s revision."""
+        dev = self.phone()
+        facts = read_source(self.request.getfixturevalue(tree)).to_json()
+        echo = self.request.getfixturevalue("argv_echo")
+        with parse_target(f"adb:{dev.serial}") as t:
+            for name in ("llama-cli", "llama-completion"):
+                t.push(Path(echo), f"{DEST}/bin/{name}", mode=0o755)
+            for name, text in (tools or {}).items():
+                t.write_file(f"{DEST}/bin/{name}", text.encode(), mode=0o755)
+            t.write_file(f"{DEST}/lib/.keep", b"")
+            t.write_file(f"{DEST}/.hexbuild/manifest.json", json.dumps({"llama_cpp": facts}).encode())
+        return dev
+
+
+@dataclass
+class Case:
+    kind: str
+    code: int
+    words: str
+    make: Callable[[Ctx], list[str]]
+
+
+CASES: list[Case] = []
+
+
+def case(kind: str, code: int, words: str):
+    def deco(fn: Callable[[Ctx], list[str]]) -> Callable[[Ctx], list[str]]:
+        CASES.append(Case(kind, code, words, fn))
+        return fn
+    return deco
+
+
+U, E, D, R = errors.USAGE, errors.ENVIRONMENT, errors.DEPLOY_FAILED, errors.REMOTE_FAILED
+
+
+# -- paths and the checkout ------------------------------------------------------------------------
+@case("source-missing", U, "no such directory")
+def _(c):
+    return ["source", "info", "--source", str(c.tmp / "missing")]
+
+
+@case("source-not-a-checkout", U, "not a llama.cpp checkout")
+def _(c):
+    return ["source", "info", "--source", str(c.work)]
+
+
+@case("source-is-a-file", U, "not a directory")
+def _(c):
+    (c.tmp / "afile").write_text("x")
+    return ["source", "info", "--source", str(c.tmp / "afile")]
+
+
+# -- configuration -------------------------------------------------------------------------------------
+@case("config-unknown-key", U, "unknown key 'build.flavour'")
+def _(c):
+    (c.tmp / "hexbuild.toml").write_text('[build]\nflavour = "x"\n')
+    return ["config", "show", "--config", str(c.tmp / "hexbuild.toml")]
+
+
+@case("config-wrong-type", U, "build.jobs must be an integer")
+def _(c):
+    (c.tmp / "hexbuild.toml").write_text('[build]\njobs = "lots"\n')
+    return ["config", "show", "--config", str(c.tmp / "hexbuild.toml")]
+
+
+@case("config-not-toml", U, "not valid TOML")
+def _(c):
+    (c.tmp / "hexbuild.toml").write_text("build:\n  os: android   # YAML, not TOML\n")
+    return ["config", "show", "--config", str(c.tmp / "hexbuild.toml")]
+
+
+@case("config-file-missing", U, "config file not found")
+def _(c):
+    return ["config", "show", "--config", str(c.tmp / "nope.toml")]
+
+
+@case("env-bad-choice", U, "build.os must be one of android, linux")
+def _(c):
+    c.env["HEXBUILD_BUILD_OS"] = "ios"
+    return ["config", "show"]
+
+
+@case("env-out-of-range", U, "at most 16")
+def _(c):
+    c.env["HEXBUILD_DEPLOY_NDEV"] = "99"
+    return ["config", "show"]
+
+
+@case("env-unknown-key", U, "unknown environment variable HEXBUILD_DEPLOY_DESTINATION")
+def _(c):
+    c.env["HEXBUILD_DEPLOY_DESTINATION"] = "/data/local/tmp/x"
+    return ["config", "show"]
+
+
+# -- the command line ------------------------------------------------------------------------------
+@case("unknown-option", U, "No such option: --bogus")
+def _(c):
+    return ["source", "info", "--bogus"]
+
+
+@case("unknown-command", U, "No such command")
+def _(c):
+    return ["frobnicate"]
+
+
+@case("doctor-unknown-purpose", U, "not a kind of work")
+def _(c):
+    return ["doctor", "--for", "juggling"]
+
+
+@case("ndev-0", U, "--ndev must be from 1 to 16, got 0")
+def _(c):
+    return ["deploy", str(c.pkg()), "--target", "adb:nowhere", "--ndev", "0"]
+
+
+@case("ndev-17", U, "17 is not in the range 1<=x<=16")
+def _(c):
+    return ["run", "cli", "--target", "adb:nowhere", "--ndev", "17"]
+
+
+@case("wait-negative", U, "deploy.wait must be at least 0")
+def _(c):
+    return ["deploy", str(c.pkg()), "--target", "adb:nowhere", "--wait", "-5"]
+
+
+@case("target-given-twice", U, "the same target is given twice")
+def _(c):
+    return ["deploy", str(c.pkg()), "--target", "adb:x", "--target", "adb:x"]
+
+
+# -- targets -------------------------------------------------------------------------------------------
+@case("target-port-out-of-range", U, "the port must be a number from 1 to 65535")
+def _(c):
+    return ["deploy", str(c.pkg()), "--target", "ssh://root@board.local:70000"]
+
+
+@case("target-ipv6-without-brackets", U, "an IPv6 address needs brackets: ssh://root@[fe80::1]:22")
+def _(c):
+    return ["deploy", str(c.pkg()), "--target", "ssh://root@fe80::1:22"]
+
+
+@case("serial-not-connected", E, "not found")
+def _(c):
+    c.phone()  # a device is attached, just not this one
+    return ["run", "cli", "--target", "adb:R5CT0000NOPE", "--results-dir", str(c.work / "results")]
+
+
+@case("ssh-key-readable-by-others", E, "readable by others")
+def _(c):
+    host = c.request.getfixturevalue("sshd_host")
+    key = c.tmp / "id_open"
+    key.write_bytes(Path(host.identity).read_bytes())
+    key.chmod(0o644)
+    c.env.update(host.env)
+    c.env["HEXBUILD_SSH_IDENTITY"] = str(key)
+    return ["run", "cli", "--target", f"ssh://root@127.0.0.1:{host.port}", "--dest", str(c.tmp / "board")]
+
+
+@case("ssh-key-passphrase-without-agent", E, "protected by a passphrase")
+def _(c):
+    host = c.request.getfixturevalue("sshd_host")
+    key = c.tmp / "id_locked"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "sekrit", "-f", str(key)], check=True)
+    c.env.update(host.env)
+    c.env["HEXBUILD_SSH_IDENTITY"] = str(key)
+    c.env["SSH_AUTH_SOCK"] = ""
+    return ["run", "cli", "--target", f"ssh://root@127.0.0.1:{host.port}", "--dest", str(c.tmp / "board")]
+
+
+# -- packages and models -------------------------------------------------------------------------------
+@case("package-missing", U, "package not found")
+def _(c):
+    return ["deploy", str(c.tmp / "no-such-pkg"), "--target", "adb:x"]
+
+
+@case("package-manifest-truncated", U, "manifest.json is damaged")
+def _(c):
+    pkg = c.pkg()
+    (pkg / "manifest.json").write_text('{"schema": 1, "hexbuild_version": "0.1.0", "files": [{"path": "li')
+    return ["deploy", str(pkg), "--target", f"adb:{c.phone().serial}"]
+
+
+@case("package-manifest-newer", U, "written by a newer hexbuild")
+def _(c):
+    pkg = c.pkg()
+    (pkg / "manifest.json").write_text(json.dumps({"schema": 7, "hexbuild_version": "9.4.0", "files": []}))
+    return ["deploy", str(pkg), "--target", f"adb:{c.phone().serial}"]
+
+
+@case("model-is-a-directory", U, "is a directory, not a model file")
+def _(c):
+    (c.tmp / "models.gguf").mkdir()
+    return ["deploy", str(c.pkg()), "--target", f"adb:{c.phone().serial}", "--model", str(c.tmp / "models.gguf")]
+
+
+@case("model-not-gguf", U, "not a GGUF file")
+def _(c):
+    (c.tmp / "model.gguf").write_bytes(b"<html>404 Not Found</html>\n")
+    return ["deploy", str(c.pkg()), "--target", f"adb:{c.phone().serial}", "--model", str(c.tmp / "model.gguf")]
+
+
+@case("rollback-with-model", U, "--rollback switches installs only")
+def _(c):
+    return ["deploy", "--target", "adb:x", "--rollback", "--model", "m.gguf"]
+
+
+# -- run -------------------------------------------------------------------------------------------------
+@case("devices-duplicate", U, "HTP0 is listed twice")
+def _(c):
+    dev = c.installed_phone()
+    return ["run", "cli", "--target", f"adb:{dev.serial}", "--devices", "HTP0,HTP1,HTP0"]
+
+
+@case("devices-name-the-revision-lacks", U, "'GPU0' is not an HTP device")
+def _(c):
+    dev = c.installed_phone()
+    return ["run", "cli", "--target", f"adb:{dev.serial}", "--devices", "HTP0,GPU0"]
+
+
+@case("devices-sub-session-on-an-old-revision", U, "does not read GGML_HEXAGON_DEVICES")
+def _(c):
+    dev = c.installed_phone(tree="tree_0_3_20")
+    return ["run", "cli", "--target", f"adb:{dev.serial}", "--devices", "HTP0:0,HTP0:1"]
+
+
+@case("prompt-file-not-utf8", U, "is not UTF-8 text")
+def _(c):
+    dev = c.installed_phone()
+    (c.tmp / "prompt.txt").write_bytes("caf\u00e9 au lait\n".encode("latin-1"))
+    return ["run", "completion", "--target", f"adb:{dev.serial}", "--prompt-file", str(c.tmp / "prompt.txt"),
+            "--results-dir", str(c.work / "results")]
+
+
+# -- the device side ---------------------------------------------------------------------------------------
+@case("disk-fills-during-push", D, "no space left on the device")
+def _(c):
+    dev = c.phone(disk_kb=4096)
+    pkg = c.pkg()
+    (pkg / "lib" / "libggml-cpu.so").write_bytes(os.urandom(1_500_000))
+    filler = "someone-elses-download.bin"
+    c.ignore.add(filler)
+
+    def fill(spec, step):  # the space check has passed; another app fills the disk
+        if step == "linked":
+            (dev.tmp / filler).write_bytes(b"\0" * 3_000_000)
+
+    deploy_mod.FAULT_HOOK = fill
+    return ["deploy", str(pkg), "--target", f"adb:{dev.serial}"]
+
+
+@case("device-reboots-mid-run", R, "lost the connection to the device")
+def _(c):
+    dev = c.installed_phone({"llama-slow": "#!/system/bin/sh\necho started\nsleep 30\n"})
+    threading.Timer(1.5, dev.kill).start()  # adbd killed by PID: the phone rebooted
+    c.keeps = "results"  # the log so far is kept on purpose, and named in the error
+    return ["run", "tool", "--target", f"adb:{dev.serial}", "--results-dir", str(c.work / "results"),
+            "--", "llama-slow"]
+
+
+def _files(root: Path, ignore: set[str]) -> dict[str, str]:
+    out = {}
+    if root.is_dir():
+        for p in sorted(root.rglob("*")):
+            rel = p.relative_to(root).as_posix()
+            if set(rel.split("/")) & ignore:
+                continue
+            out[rel] = hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() and not p.is_symlink() else \
+                ("-> " + os.readlink(p) if p.is_symlink() else "dir")
+    return out
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path, monkeypatch):
+    test_cache = os.environ.get("HEXBUILD_TEST_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "hexbuild-tests")
+    for k in list(os.environ):
+        if k.startswith("HEXBUILD_"):
+            monkeypatch.delenv(k)
+    monkeypatch.setenv("HEXBUILD_TEST_CACHE", test_cache)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
+    yield
+    deploy_mod.FAULT_HOOK = None
+
+
+def test_there_are_at_least_25_kinds():
+    assert len(CASES) >= 25 and len({c.kind for c in CASES}) == len(CASES)
+
+
+@pytest.mark.parametrize("c", CASES, ids=[c.kind for c in CASES])
+def test_bad_input(c: Case, cli, tmp_path, monkeypatch, request):
+    ctx = Ctx(tmp_path, request)
+    ctx.work.mkdir()
+    ctx.watched.append(ctx.work)
+    monkeypatch.chdir(ctx.work)
+    argv = c.make(ctx)
+    before = {str(w): _files(w, ctx.ignore) for w in ctx.watched}
+    t0 = time.monotonic()
+    r = cli(*argv, env=ctx.env)
+    lines = [ln for ln in r.err.splitlines() if ln.strip()]
+    errs = [i for i, ln in enumerate(lines) if ln.startswith("hexbuild: error:")]
+    assert r.rc == c.code, (c.kind, r.rc, r.err)
+    assert len(errs) == 1 and c.words in lines[errs[0]], (c.kind, r.err)
+    assert all(ln.startswith("hint:") for ln in lines[errs[0] + 1:]), r.err
+    assert "Traceback" not in r.err + r.out
+    if c.code == U:  # refused before anything ran; later failures may have printed a result table or program output
+        assert r.out == ""
+    assert time.monotonic() - t0 < 60
+    if ctx.keeps:
+        kept = sorted((ctx.work / ctx.keeps).iterdir())
+        assert any(p.suffix == ".log" and p.name in r.err for p in kept), (kept, r.err)
+        assert not [p for p in kept if p.name.endswith(".part")]  # whole files, renamed into place
+        ctx.ignore.add(ctx.keeps)
+    after = {str(w): _files(w, ctx.ignore) for w in ctx.watched}
+    assert after == before, f"{c.kind}: something was written"
+
+
+def test_the_readme_table_has_a_row_per_case_with_its_exit_code():
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text("utf-8")
+    section = readme.split("### Bad input", 1)[1].split("\n#", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        cells = [x.strip() for x in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and cells[0].startswith("`"):
+            rows[cells[0].strip("`")] = int(cells[2])
+    assert rows == {c.kind: c.code for c in CASES}

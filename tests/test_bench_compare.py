@@ -1,0 +1,127 @@
+"""hexbuild bench compare: two builds benchmarked for real (the fake llama-bench on a local:
+target, its repeats scattering by a few percent), stored in the history database, compared
+by revision, by results.json and by database file."""
+
+import json
+import re
+import shutil
+
+import pytest
+
+from hexbuild import bench_compare, errors
+from tests.infra.runner_tools import make_install
+
+
+def build(tmp_path, fake_llama_bench, name: str, revision: str, speed: float):
+    """An install whose llama-bench runs at ``speed`` × the baseline's, repeats within ±1.5 %."""
+    script = tmp_path / f"llama-bench-{name}"
+    text = fake_llama_bench.read_text()
+    assert 'split("1.0 1.1 1.5", f, " ")' in text
+    factors = " ".join(f"{speed * f:.4f}" for f in (1.0, 1.02, 0.99))
+    script.write_text(text.replace('split("1.0 1.1 1.5", f, " ")', f'split("{factors}", f, " ")'))
+    manifest = {"schema": 1, "llama_cpp": {"revision": revision},
+                "files": [{"path": "bin/llama-bench", "sha256": name * 32}]}
+    return make_install(tmp_path / name / "llama.cpp", {"llama-bench": script}, manifest=manifest)
+
+
+@pytest.fixture
+def builds(tmp_path, fake_llama_bench):
+    models = tmp_path / "gguf"
+    models.mkdir()
+    for m in ("a.gguf", "b.gguf"):
+        (models / m).write_bytes(b"GGUF " + m.encode())
+    return {"base": build(tmp_path, fake_llama_bench, "ba", "b7000-base", 1.0),
+            "slow": build(tmp_path, fake_llama_bench, "cc", "b7001-slow", 0.9),
+            "models": models}
+
+
+def bench(cli, tmp_path, inst, models, db, out):
+    r = cli("--json", "bench", "-t", f"local:{inst}", "--model", "a.gguf,b.gguf", "--ndev", "1,2", "--threads", "4",
+            "--repeat", "3", "--out", str(tmp_path / out), "--models-dir", str(models), "--db", str(db))
+    assert r.rc == 0, r.err
+    return r.json
+
+
+def test_a_planted_ten_percent_regression_is_found(cli, tmp_path, builds, monkeypatch):
+    db = tmp_path / "h.sqlite"
+    bench(cli, tmp_path, builds["base"], builds["models"], db, "base")
+    bench(cli, tmp_path, builds["slow"], builds["models"], db, "slow")
+    summary = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    out = tmp_path / "cmp"
+    r = cli("--json", "bench", "compare", "--db", str(db), "--baseline", "b7000-base", "--candidate", "b7001",
+            "--fail-below", "0.95", "--out", str(out))
+    assert r.rc == errors.REGRESSION == 11, r.err
+    result = r.json["error"]["details"]["result"]
+    assert result["baseline"] == "revision b7000-base" and result["candidate"] == "revision b7001-slow"
+    assert len(result["rows"]) == 2 * 2 * 2  # model × sessions × test
+    assert all(row["status"] == "regression" for row in result["rows"])
+    assert all(row["ratio"] == pytest.approx(0.9, abs=1e-3) for row in result["rows"])
+    assert all(0 < row["noise"] < 0.05 for row in result["rows"])
+    assert result["regressions"] == 8 and result["geomean_ratio"] == pytest.approx(0.9, abs=1e-3)
+    assert "regression(s): worst 0.900×" in r.err
+    saved = json.loads((out / "compare.json").read_text())
+    assert saved["rows"] == result["rows"]
+    assert (out / "compare.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    md = (out / "compare.md").read_text()
+    assert md.count("**regression**") == 8 and "### hexbuild bench compare" in summary.read_text()
+    # the human form is the table, and still exits 11
+    r = cli("bench", "compare", "--db", str(db), "--baseline", "b7000-base", "--candidate", "b7001-slow",
+            "--by", "model,test", "--fail-below", "0.95", "--out", str(tmp_path / "cmp2"))
+    assert r.rc == 11 and "| model | test | baseline t/s |" in r.out
+    assert len(re.findall(r"\| \*\*regression\*\* \|", r.out)) == 4  # sessions pooled by --by
+    # without --fail-below the comparison reports and succeeds
+    r = cli("--json", "bench", "compare", "--db", str(db), "--baseline", "b7000-base", "--candidate", "b7001-slow",
+            "--out", str(tmp_path / "cmp3"))
+    assert r.rc == 0 and r.json["regressions"] == 8
+
+
+def test_two_runs_of_the_same_build_pass(cli, tmp_path, builds):
+    db = tmp_path / "h.sqlite"
+    first = bench(cli, tmp_path, builds["base"], builds["models"], db, "one")
+    second = bench(cli, tmp_path, builds["base"], builds["models"], db, "two")
+    r = cli("--json", "bench", "compare", "--db", str(db), "--baseline", first["bench_id"],
+            "--candidate", second["bench_id"], "--fail-below", "0.95", "--out", str(tmp_path / "cmp"))
+    assert r.rc == 0, r.err
+    assert r.json["regressions"] == 0 and all(row["status"] == "same" for row in r.json["rows"])
+    assert all(row["ratio"] == pytest.approx(1.0, abs=0.03) for row in r.json["rows"])
+    # the same comparison from the two results.json files, and the database as a FILE
+    r = cli("--json", "bench", "compare", "--baseline", str(tmp_path / "one"), "--candidate",
+            str(tmp_path / "two" / "results.json"), "--fail-below", "0.95", "--out", str(tmp_path / "cmp2"))
+    assert r.rc == 0, r.err and r.json["rows"]
+    copy = tmp_path / "copy.sqlite"
+    shutil.copyfile(db, copy)
+    r = cli("--json", "bench", "compare", "--db", str(db), "--baseline", str(copy), "--candidate", "b7000-base",
+            "--out", str(tmp_path / "cmp3"))
+    assert r.rc == 0 and all(row["ratio"] == 1.0 for row in r.json["rows"])
+
+
+def test_noise_hides_a_small_difference_but_not_a_large_one():
+    def side(label, values):
+        return bench_compare.Side(label, label, [{"target": "t", "model": "m", "test": "tg128", "avg_ts": v}
+                                                 for v in values])
+    noisy = bench_compare.compare(side("a", [100, 80, 120]), side("b", [90, 70, 110]), by=("model", "test"))
+    assert noisy["rows"][0]["status"] == "same" and noisy["rows"][0]["noise"] > 0.3
+    quiet = bench_compare.compare(side("a", [100, 100.5, 99.5]), side("b", [93, 93.5, 92.5]), by=("model", "test"))
+    assert quiet["rows"][0]["status"] == "regression"
+    faster = bench_compare.compare(side("a", [100]), side("b", [120]), by=("model", "test"))
+    assert faster["rows"][0]["status"] == "faster"
+
+
+def test_bad_comparisons(cli, tmp_path, builds):
+    db = tmp_path / "h.sqlite"
+    r = cli("bench", "compare", "--db", str(db), "--baseline", "x", "--candidate", "y")
+    assert r.rc == 2 and "no benchmark database" in r.err
+    bench(cli, tmp_path, builds["base"], builds["models"], db, "one")
+    r = cli("bench", "compare", "--db", str(db), "--baseline", "nope", "--candidate", "b7000-base")
+    assert r.rc == 2 and "no results for 'nope'" in r.err and "b7000-base" in r.err
+    r = cli("bench", "compare", "--db", str(db), "--baseline", "b7000-base", "--candidate", "b7000-base",
+            "--by", "colour")
+    assert r.rc == 2 and "--by: unknown key 'colour'" in r.err
+    r = cli("bench", "compare", "--db", str(db), "--baseline", "b7000-base", "--candidate", "b7000-base",
+            "--fail-below", "1.5")
+    assert r.rc == 2 and "--fail-below" in r.err
+    bogus = tmp_path / "results.json"
+    bogus.write_text("{}")
+    r = cli("bench", "compare", "--db", str(db), "--baseline", str(bogus), "--candidate", "b7000-base")
+    assert r.rc == 2 and "not a hexbuild bench results.json" in r.err and "Traceback" not in r.err
