@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.infra.trees import CACHE, llama_tree
 
 VERSION = "0.3.36"
 TARGETS = ("test-backend-ops", "llama-perplexity")
@@ -31,6 +30,8 @@ set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE ONLY)
 
 
 def build_dir() -> Path:
+    from tests.infra.trees import CACHE  # imported late: the plugin modules load in name order
+
     return CACHE / f"llama-aarch64-{VERSION}"
 
 
@@ -52,6 +53,8 @@ def ensure_built(log=sys.stderr) -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one build at a time across test processes
         if done.exists():
             return out / "bin"
+        from tests.infra.trees import llama_tree
+
         src = llama_tree(VERSION)
         (out / "aarch64.cmake").write_text(TOOLCHAIN)
         cfg = ["cmake", "-S", str(src), "-B", str(out), "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
