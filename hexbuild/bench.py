@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from . import bench_history, runner
-from .errors import HexbuildError, Interrupted, RemoteFailed, UsageError
+from .errors import CpuFallback, HexbuildError, Interrupted, RemoteFailed, UsageError
 from .ui import ui
 
 SCHEMA = "hexbuild.bench/1"
@@ -41,6 +41,7 @@ class BenchRequest:
     models_dir: str = ""
     out: str = ""
     timeout: float | None = None
+    allow_cpu_fallback: bool = False  # a run whose HTP sessions did not open still counts
     db: str | None = None  # the history database; None: <results_dir>/bench.sqlite, "": none
 
 
@@ -253,8 +254,12 @@ def _run_once(target, p: _Planned, rep: int, req: BenchRequest, logs: Path) -> t
         return info, []
     recs = jsonl_records(record.stdout)
     info.update(exit_code=record.exit_code, duration_s=round(record.duration_s, 3), log=record.log,
-                records=len(recs))
+                records=len(recs), dispatch=record.dispatch)
     if record.exit_code != 0:
+        return info, []
+    reason = (record.dispatch or {}).get("fallback_reason")
+    if reason and not req.allow_cpu_fallback:  # CPU numbers under an NPU label are no result
+        info.update(error=f"the run fell back to the CPU: {reason}", cpu_fallback=True)
         return info, []
     return info, [_row(r, target=p.target, ndev=p.ndev, model=p.model, rep=rep, select=p.select) for r in recs]
 
@@ -304,8 +309,9 @@ def run(req: BenchRequest, settings) -> dict[str, Any]:
     if failures:
         if not ui.json:
             ui.result(result, markdown(summary, failures))
-        raise RemoteFailed(f"{len(failures)} of {len(runs)} llama-bench runs failed; results so far in {out}",
-                           details={"out": str(out), "files": files, "failures": failures})
+        error = CpuFallback if all(f.get("cpu_fallback") for f in failures) else RemoteFailed
+        raise error(f"{len(failures)} of {len(runs)} llama-bench runs failed; results so far in {out}",
+                    details={"out": str(out), "files": files, "failures": failures})
     return result
 
 

@@ -21,6 +21,8 @@ REMOTE_FAILED = 8
 PARSE_FAILED = 9
 WARNINGS_FATAL = 10
 REGRESSION = 11
+CPU_FALLBACK = 12
+TESTS_FAILED = 13
 DEVICE_LOST = 14
 INTERRUPTED = 130
 
@@ -37,6 +39,10 @@ EXIT_CODES: dict[int, str] = {
     PARSE_FAILED: "nothing recognizable in a log or model file",
     WARNINGS_FATAL: "warnings were raised and --strict makes them fatal",
     REGRESSION: "bench compare --fail-below found a regression beyond the noise of the repeats",
+    CPU_FALLBACK: "the run fell back to the CPU: an HTP session it asked for did not open, or no weights "
+                  "landed on an HTP buffer (--allow-cpu-fallback makes it a warning)",
+    TESTS_FAILED: "`hexbuild test` found a failure: an op case failed, nothing was tested, or the perplexity "
+                  "on the NPU is off the CPU's",
     DEVICE_LOST: "the device, or the connection to it, went away while serving (the forward is removed)",
     INTERRUPTED: "interrupted (Ctrl-C or SIGTERM); containers and partial files were cleaned up",
 }
@@ -115,6 +121,16 @@ class WarningsFatal(HexbuildError):
 class RegressionFound(HexbuildError):
     exit_code = REGRESSION
     kind = "regression"
+
+
+class CpuFallback(RemoteFailed):  # a run on a device that did not do what it was for
+    exit_code = CPU_FALLBACK
+    kind = "cpu-fallback"
+
+
+class TestsFailed(HexbuildError):
+    exit_code = TESTS_FAILED
+    kind = "test"
 
 
 class Interrupted(HexbuildError):

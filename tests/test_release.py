@@ -84,7 +84,8 @@ def test_release_two_oses_on_github(packages, tmp_path):
     assert stage_status(report) == [
         ("build", "android", "ok"), ("verify", "android", "ok"), ("package", "android", "ok"),
         ("build", "linux", "ok"), ("verify", "linux", "ok"), ("package", "linux", "ok"),
-        ("checksums", None, "ok"), ("deploy", None, "skipped"), ("smoke", None, "skipped")]
+        ("checksums", None, "ok"), ("deploy", None, "skipped"), ("smoke", None, "skipped"),
+        ("test", None, "skipped")]
     assert all(isinstance(s["duration_s"], float) for s in report["stages"] if s["status"] == "ok")
 
     names = sorted(a["name"] for a in report["artifacts"])
@@ -175,7 +176,8 @@ def test_verify_failure_stops_the_release(packages, tmp_path):
     assert stage_status(report) == [
         ("build", "android", "ok"), ("verify", "android", "failed"), ("package", "android", "skipped"),
         ("build", "linux", "skipped"), ("verify", "linux", "skipped"), ("package", "linux", "skipped"),
-        ("checksums", None, "skipped"), ("deploy", None, "skipped"), ("smoke", None, "skipped")]
+        ("checksums", None, "skipped"), ("deploy", None, "skipped"), ("smoke", None, "skipped"),
+        ("test", None, "skipped")]
     verify = report["stages"][1]["verify"]
     assert verify["failures"] == 2
     assert {(p["file"], p["check"]) for p in verify["problems"] if p["status"] == "fail"} == {
@@ -315,7 +317,7 @@ def test_deploy_and_smoke_on_two_targets(linux_pkg, tmp_path):
     assert cp.returncode == 0, cp.stderr
     report = json.loads(cp.stdout)  # the program's own output went to stderr, not into the JSON
     assert "  | smoke says 0 ok" in cp.stderr
-    assert [s["status"] for s in report["stages"]][-2:] == ["ok", "ok"]
+    assert [s["status"] for s in report["stages"]][-3:] == ["ok", "ok", "skipped"]
     devices = {d["target"]: d for d in report["devices"]}
     for dev in (dev1, dev2):
         d = devices[f"local:{dev}"]
@@ -331,7 +333,7 @@ def test_deploy_and_smoke_on_two_targets(linux_pkg, tmp_path):
     # again: nothing changed on the targets, and that is a success
     cp = release("--prebuilt", f"linux={linux_pkg}", "--dist", dist, "-t", f"local:{dev1}", cwd=tmp_path)
     assert cp.returncode == 0, cp.stderr
-    assert report_of(dist)["stages"][-2]["deploy"][0]["status"] == "unchanged"
+    assert report_of(dist)["stages"][-3]["deploy"][0]["status"] == "unchanged"
 
 
 def test_smoke_failure_exit_code(linux_pkg, tmp_path):
@@ -360,7 +362,8 @@ def test_deploy_failure_skips_smoke(linux_pkg, tmp_path):
     assert cp.returncode == errors.DEPLOY_FAILED, cp.stderr
     report = report_of(dist)
     assert report["failed_stage"] == "deploy"
-    assert stage_status(report)[-2:] == [("deploy", None, "failed"), ("smoke", None, "skipped")]
+    assert stage_status(report)[-3:] == [("deploy", None, "failed"), ("smoke", None, "skipped"),
+                                         ("test", None, "skipped")]
     devices = {d["target"]: d for d in report["devices"]}
     assert devices[f"local:{good}"]["deploy"] == "ok" and devices[f"local:{bad}"]["deploy"] == "failed"
     assert devices[f"local:{bad}"]["error"] and devices[f"local:{good}"]["smoke"] is None
@@ -431,7 +434,7 @@ def test_cancelled_job_writes_the_report(linux_pkg, tmp_path):
     assert p.returncode == errors.INTERRUPTED, err.decode()
     report = report_of(dist)
     assert report["exit_code"] == 130 and report["failed_stage"] == "smoke"
-    assert report["stages"][-1]["error"]["type"] == "interrupted"
+    assert report["stages"][-2]["error"]["type"] == "interrupted"  # smoke; test was skipped
     assert (dist / "SHA256SUMS").is_file()
     no_partial_files(dist)
 
@@ -569,3 +572,26 @@ def test_release_with_the_local_engine(tmp_path):
     annotations = [l for l in cp.stderr.splitlines() if l.startswith("::error file=")]
     assert annotations and annotations[0].startswith(f"::error file=ggml/src/ggml.c,line={line},col="), annotations
     assert sorted(p.name for p in dist.iterdir()) == ["release-report.json"]  # the earlier assets are gone
+
+
+@pytest.mark.parametrize("log,code", [("test-backend-ops-blas-ok.log", 0), ("test-backend-ops-blas-fail.log", 13)])
+def test_release_test_ops_after_deploy(linux_pkg, tmp_path, log, code):
+    """--test ops runs `hexbuild test ops` on each target: the session's output is a real
+    test-backend-ops log (tests/data/logs; the failing one has a fault injected below BLAS)."""
+    pkg = tmp_path / "pkg" / "llama.cpp"
+    pkg.parent.mkdir()
+    subprocess.run(["cp", "-a", str(linux_pkg), str(pkg)], check=True)
+    tbo = pkg / "bin" / "test-backend-ops"
+    tbo.write_text(f"#!/bin/sh\ncat {Path(__file__).parent / 'data' / 'logs' / log}\nexit {1 if code else 0}\n")
+    tbo.chmod(0o755)
+    dist, dev = tmp_path / "dist", tmp_path / "dev"
+    cp = release("--prebuilt", f"linux={pkg}", "--dist", dist, "--target", f"local:{dev}", "--test", "ops",
+                 "--json", cwd=tmp_path)
+    assert cp.returncode == code, cp.stderr
+    report = json.loads(cp.stdout)
+    test_stage = report["stages"][-1]
+    assert test_stage["name"] == "test" and test_stage["status"] == ("ok" if code == 0 else "failed")
+    (result,) = test_stage["tests"].values()
+    assert Path(result["files"]["junit"]).is_file() and str(dist / "tests") in result["files"]["junit"]
+    if code:
+        assert "MUL_MAT(type_a=f16" in result["reason"] and report["error"]["exit_code"] == 13

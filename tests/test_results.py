@@ -90,9 +90,10 @@ def test_readme_llama_cli_session_and_skel(tree_0_3_20):
     log = parse_block(block_with(tree_0_3_20 / "docs/backend/snapdragon/README.md", "Llama-3.2-1B-Instruct-Q4_0.gguf D=HTP0"))
     assert log["hexagon"] == {
         "arch": 79, "dma64": None, "ndev": 1,
-        "sessions": [{"name": "HTP0", "session_id": 0, "domain_id": 3,
+        "sessions": [{"name": "HTP0", "status": "opened", "phys": None, "virt": None, "domain": None,
+                      "peers": [], "session_id": 0, "domain_id": 3,
                       "uri": "file:///libggml-htp-v79.so?htp_iface_skel_handle_invoke&_modver=1.0&_dom=cdsp&_session=0",
-                      "skel": "libggml-htp-v79.so"}],
+                      "skel": "libggml-htp-v79.so", "error": None, "code": None}],
         "errors": []}
     assert log["sampler"] == {"sampling_ms": 30.08, "samplers_ms": None, "runs": 487, "ms_per_token": 0.06,
                               "tokens_per_second": 16191.77}

@@ -24,6 +24,8 @@ def bench_command(
     dest: Optional[str] = typer.Option(None, "--dest", help="Install directory on the targets (default: deploy.dest)."),
     models_dir: Optional[str] = typer.Option(None, "--models-dir", help="Models directory on the targets."),
     timeout: Optional[float] = typer.Option(None, "--timeout", min=1, help="Seconds allowed for one llama-bench run."),
+    allow_cpu_fallback: bool = typer.Option(False, "--allow-cpu-fallback",
+                                            help="Keep runs whose HTP sessions did not open (else exit 12)."),
     db: Optional[str] = typer.Option(None, "--db", metavar="FILE", help="History database the rows are appended to (default: <run.results_dir>/bench.sqlite; '' for none)."),
 ) -> None:
     """Benchmark llama-bench over targets, session counts, models and batch sizes.
@@ -47,7 +49,8 @@ def bench_command(
         threads=bench.int_list(threads, "--threads") or [s["run.threads"]],
         batch=bench.int_list(batch, "--batch"),
         repeat=repeat, knobs=ctx.meta.get("hexbuild.knobs", []), extra=ctx.meta.get("hexbuild.extra", []),
-        dest=s["deploy.dest"], models_dir=s["deploy.models_dir"], out=out or "", timeout=timeout, db=db)
+        dest=s["deploy.dest"], models_dir=s["deploy.models_dir"], out=out or "", timeout=timeout, db=db,
+        allow_cpu_fallback=allow_cpu_fallback)
     result = bench.run(req, s)
     ui.info(f"results in {result['out']}")
     ui.result(result, bench.markdown(result["results"]))

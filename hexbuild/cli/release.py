@@ -32,6 +32,12 @@ def release(
                                                help="Deploy to this target after packaging (repeatable; default: deploy.targets)."),
     smoke: Optional[str] = typer.Option(None, "--smoke", metavar="COMMAND",
                                         help="Run this on every target after deploying, e.g. 'llama-cli --version'."),
+    allow_cpu_fallback: bool = typer.Option(False, "--allow-cpu-fallback",
+                                            help="A smoke run whose HTP sessions did not open passes with a warning."),
+    test: Optional[str] = typer.Option(None, "--test", metavar="ops,ppl",
+                                       help="After deploying, run `hexbuild test` ops and/or ppl on every target."),
+    test_model: Optional[str] = typer.Option(None, "--test-model", metavar="GGUF", help="The model `--test ppl` uses."),
+    test_text: Optional[str] = typer.Option(None, "--test-text", metavar="FILE", help="The text `--test ppl` uses."),
     strict: Optional[bool] = typer.Option(None, "--strict/--no-strict",
                                           help="Exit 10 when warnings were raised (default: on under CI=true)."),
 ) -> None:
@@ -40,13 +46,22 @@ def release(
     Build → verify → package for each OS, write SHA256SUMS and manifest.json to dist/, then
     deploy and smoke-test on the targets. Every stage is reported in dist/release-report.json
     (also on failure) and, on GitHub Actions, in the job summary. Exit codes: build 4, verify 5,
-    package 6, deploy 7, smoke 8, --strict warnings 10."""
+    package 6, deploy 7, smoke 8 (12 when it fell back to the CPU), test 13, --strict warnings 10."""
+    from ..errors import UsageError
     from ..release import ReleaseOptions, run_release
 
     flags = {"source": source, "release.dist_dir": dist, "build.engine": engine, "build.image": image,
              "build.htp": htp, "build.build_type": build_type, "build.jobs": jobs, "ci.strict": strict}
     s = common.settings(**flags)
     options = ReleaseOptions.from_settings(s, oses=os_names, targets=target, smoke=smoke, prebuilt=prebuilt)
+    options.allow_cpu_fallback = allow_cpu_fallback
+    options.tests = [x.strip() for x in (test or "").split(",") if x.strip()]
+    bad = [x for x in options.tests if x not in ("ops", "ppl")]
+    if bad or (options.tests and not options.targets):
+        raise UsageError(f"--test {bad[0]}: valid: ops, ppl" if bad else "--test runs on the deploy targets, and none were given")
+    if "ppl" in options.tests and not (test_model and test_text):
+        raise UsageError("--test ppl needs --test-model GGUF and --test-text FILE")
+    options.test_model, options.test_text = test_model, test_text
     run_release(s, options)
 
 

@@ -65,6 +65,8 @@ def run_command(
     results_dir: Optional[str] = typer.Option(None, "--results-dir", help="Where the log and JSON result go."),
     timeout: Optional[float] = typer.Option(None, "--timeout", min=1, help="Seconds before the run is stopped."),
     print_only: bool = typer.Option(False, "--print", help="Print the command that would run on the device and exit."),
+    allow_cpu_fallback: bool = typer.Option(False, "--allow-cpu-fallback",
+                                            help="A run whose HTP sessions did not open is a warning, not exit 12."),
     sysroot: Optional[str] = typer.Option(None, "--sysroot", metavar="DIR",
                                           help="AArch64 glibc runtime for a qemu: target (default: the open toolchain image's)."),
 ) -> None:
@@ -73,7 +75,9 @@ def run_command(
     The session selection, GGML_HEXAGON_* knobs, tool name
     and injected defaults follow what the deployed revision understands; arguments after -- reach
     the program exactly as given and replace the defaults they name. Exits with the program's
-    exit code. --hex-KNOB VALUE sets GGML_HEXAGON_KNOB (--hex-nhvx 4, --hex-hostbuf 0, ...)."""
+    exit code; a run that asked for HTP sessions and fell back to the CPU exits 12 (the
+    dispatch proof, in the JSON result's "dispatch"). --hex-KNOB VALUE sets GGML_HEXAGON_KNOB
+    (--hex-nhvx 4, --hex-hostbuf 0, ...)."""
     from .. import runner
     from ..errors import UsageError
     from ..ui import ui
@@ -101,6 +105,7 @@ def run_command(
     ui.result(record.to_json())
     if record.exit_code:
         raise typer.Exit(record.exit_code)
+    runner.check_dispatch(record, allow_cpu_fallback=allow_cpu_fallback)
 
 
 def register(app: typer.Typer) -> None:

@@ -35,6 +35,7 @@ STAGE_ERRORS: dict[str, type[HexbuildError]] = {
     "checksums": errors.PackageFailed,
     "deploy": errors.DeployFailed,
     "smoke": errors.RemoteFailed,
+    "test": errors.TestsFailed,
 }
 
 
@@ -68,6 +69,7 @@ class Release(ReleaseStages):
                                                                          summary="no --target"))
         self.stages.append(Stage("smoke") if self.opts.smoke else Stage("smoke", status="skipped",
                                                                       summary="no --smoke"))
+        self.stages.append(Stage("test") if self.opts.tests else Stage("test", status="skipped", summary="no --test"))
 
     def _stage(self, name: str, os_name: str | None = None) -> Stage:
         return next(s for s in self.stages if s.name == name and s.os == os_name)
@@ -87,7 +89,7 @@ class Release(ReleaseStages):
                       (self._stage("verify", os_name), self._verify),
                       (self._stage("package", os_name), self._package)]
         steps += [(self._stage("checksums"), self._checksums), (self._stage("deploy"), self._deploy),
-                  (self._stage("smoke"), self._smoke)]
+                  (self._stage("smoke"), self._smoke), (self._stage("test"), self._test)]
         try:
             for stage, fn in steps:
                 if stage.status == "skipped":

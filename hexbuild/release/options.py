@@ -26,6 +26,10 @@ class ReleaseOptions:
     strict: bool = False
     prebuilt: list[Path] = field(default_factory=list)  # install prefixes to release instead of building
     os_given: bool = False  # --os was on the command line (it then labels a single --prebuilt)
+    allow_cpu_fallback: bool = False  # a smoke run whose HTP sessions did not open still passes
+    tests: list[str] = field(default_factory=list)  # `hexbuild test` kinds run after deploy: ops, ppl
+    test_model: str | None = None  # the GGUF (and text) `--test ppl` measures on
+    test_text: str | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings, *, oses: list[str] | None = None, targets: list[str] | None = None,

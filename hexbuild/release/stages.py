@@ -189,6 +189,7 @@ class ReleaseStages:
 
         argv = shlex.split(self.opts.smoke or "")
         failures: list[str] = []
+        cpu_fallbacks: list[dict[str, Any]] = []
         for spec, dev in self.devices.items():
             if dev.get("deploy") != "ok":
                 continue
@@ -206,16 +207,56 @@ class ReleaseStages:
                 failures.append(f"{spec}: {e.message}")
                 continue
             ok = record.exit_code == 0
-            dev["smoke"] = {"status": "ok" if ok else "failed", "exit_code": record.exit_code,
+            fallback = (record.dispatch or {}).get("fallback_reason") if ok else None
+            if fallback and self.opts.allow_cpu_fallback:
+                ui.warn(f"{spec}: the smoke run fell back to the CPU: {fallback}")
+                fallback = None
+            dev["smoke"] = {"status": "ok" if ok and not fallback else "failed", "exit_code": record.exit_code,
                             "duration_s": round(record.duration_s, 3), "log": record.log,
-                            "argv": record.invocation.argv}
+                            "argv": record.invocation.argv, "dispatch": record.dispatch}
             if not ok:
                 failures.append(f"{spec}: `{self.opts.smoke}` exited {record.exit_code} (log: {record.log})")
+            elif fallback:
+                failures.append(f"{spec}: `{self.opts.smoke}` fell back to the CPU: {fallback} (log: {record.log})")
+                cpu_fallbacks.append(record.dispatch)
         stage.summary = f"`{self.opts.smoke}` on {sum((d.get('smoke') or {}).get('status') == 'ok' for d in self.devices.values())}/{len(self.devices)} targets"
         _annotate_each("smoke", failures)
         if failures:
-            raise errors.RemoteFailed(f"smoke test failed on {len(failures)} target(s): {failures[0]}",
-                                      details={"failures": failures})
+            from ..results.dispatch import hint_for
+
+            error = errors.CpuFallback if len(cpu_fallbacks) == len(failures) else errors.RemoteFailed
+            hint = hint_for(cpu_fallbacks[0].get("code"), cpu_fallbacks[0].get("arch")) if cpu_fallbacks else None
+            raise error(f"smoke test failed on {len(failures)} target(s): {failures[0]}", hint=hint,
+                        details={"failures": failures})
+
+    def _test(self, stage: Stage) -> None:
+        """`hexbuild test ops` / `test ppl` on every target deployed to; results under dist/tests/."""
+        from ..checks import ops, ppl
+
+        failures: list[str] = []
+        results: dict[str, Any] = {}
+        for spec, dev in self.devices.items():
+            if dev.get("deploy") != "ok":
+                continue
+            slug = "".join(c if c.isalnum() or c in "._-" else "_" for c in spec)
+            for kind in self.opts.tests:
+                out = str(self.dist / "tests" / f"{kind}-{slug}")
+                if kind == "ops":
+                    doc = ops.run(ops.OpsRequest(target=spec, dest=self.settings["deploy.dest"],
+                                                 models_dir=self.settings["deploy.models_dir"], out=out), self.settings)
+                else:
+                    doc = ppl.run(ppl.PplRequest(target=spec, model=self.opts.test_model or "",
+                                                 text=self.opts.test_text or "", dest=self.settings["deploy.dest"],
+                                                 models_dir=self.settings["deploy.models_dir"], out=out), self.settings)
+                results[f"{kind} {spec}"] = {"ok": doc["ok"], "reason": doc["reason"], "files": doc["files"]}
+                if not doc["ok"]:
+                    failures.append(f"{spec}: test {kind}: {doc['reason']}")
+        stage.data["tests"] = results
+        stage.summary = f"{sum(r['ok'] for r in results.values())}/{len(results)} passed"
+        _annotate_each("test", failures)
+        if failures:
+            raise errors.TestsFailed(f"tests failed on {len(failures)} target run(s): {failures[0]}",
+                                     details={"failures": failures})
 
     def _smoke_one(self, runner, req):
         """One smoke run through the runner; the program's output goes to stderr (stdout holds

@@ -38,10 +38,12 @@ backend-ops cases, which accumulate.
                                                        # the buffers above summed per device
        "hexagon": null | {"arch": int|null, "dma64": bool|null,
                           "ndev": int|null,           # as the registry line prints it
-                          "sessions": [{"name", "session_id", "domain_id", "uri", "skel"}],
-                                                       # every session named; the last four null
-                                                       # until its "new session" line
+                          "sessions": [{"name", "status": "listed"|"allocating"|"opened"|"failed",
+                                        "phys", "virt", "domain", "peers": [str],   # device lines
+                                        "session_id", "domain_id", "uri", "skel",  # "new session"
+                                        "error": str|null, "code": int|null}],      # failure line
                           "errors": [str]},           # ggml-hex lines that report a failure
+                                                       # (dispatch.py: patterns and the verdict)
        "bench": [{"format": "json"|"jsonl"|"markdown", "model", "size_bytes", "params", "backend",
                   "test", "n_prompt", "n_gen", "n_depth", "avg_ts", "stddev_ts",
                   "build": str|null, "fields": {...}}], # fields: every other column / key

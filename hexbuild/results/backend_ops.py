@@ -19,6 +19,23 @@ _OPS_BACKENDS = re.compile(r"^\s*(\d+)/(\d+) backends passed\s*$")
 _OPS_SKIP = re.compile(r"^\s+Skipping\b")  # print_backend_init: "  %s" with the skip reason
 
 
+def parse_case(line: str) -> tuple[str, str, str, str | None] | None:
+    """One test case's line → (op, params, passed|failed|not_supported|skipped, failure detail)."""
+    m = _OP_CASE.match(line)
+    if not m:
+        return None
+    op, params, rest = m[2], m[3], m[4].strip()
+    if rest == "OK" or rest.endswith(" OK"):
+        return op, params, "passed", None
+    if rest == "FAIL" or rest.endswith(" FAIL"):
+        return op, params, "failed", " ".join(x for x in (m[1].strip(), rest[:-4].strip()) if x) or None
+    if rest.startswith("not supported"):
+        return op, params, "not_supported", None
+    if rest.startswith("skipping"):
+        return op, params, "skipped", None
+    return None
+
+
 class BackendOpsLines(LineFamily):
     """Fills ``backend_ops``; cases accumulate, credited to the backend announced last."""
 
@@ -42,27 +59,16 @@ class BackendOpsLines(LineFamily):
         return entry
 
     def feed(self, line: str) -> None:
-        if m := _OP_CASE.match(line):
-            op, params, rest = m[2], m[3], m[4].strip()
-            ops = None
-            if rest == "OK" or rest.endswith(" OK"):
-                ops = self._ops()
-                ops["passed"] += 1
-            elif rest == "FAIL" or rest.endswith(" FAIL"):
-                ops = self._ops()
-                ops["failed"] += 1
-                detail = " ".join(x for x in (m[1].strip(), rest[:-4].strip()) if x) or None
+        case = parse_case(line)
+        if case is not None:
+            op, params, status, detail = case
+            ops = self._ops()
+            ops[status] += 1
+            if status == "failed":
                 ops["failures"].append({"backend": self._backend, "op": op, "params": params,
                                         "case": f"{op}({params})", "detail": detail})
-            elif rest.startswith("not supported"):
-                ops = self._ops()
-                ops["not_supported"] += 1
-            elif rest.startswith("skipping"):
-                ops = self._ops()
-                ops["skipped"] += 1
-            if ops is not None:
-                self.matched += 1
-                return
+            self.matched += 1
+            return
         if m := _OPS_BACKEND.match(line):
             self._backend = m[3]
             self._backend_entry(m[3])

@@ -9,18 +9,20 @@ own scripts inject. The user's own flags replace those defaults rather than dupl
 Modules: revision (what the deployed revision understands), htp_sessions, knobs, flags (each
 tool's flag names), templating (Jinja2), commands (render → Invocation), launch (launch
 scripts), install (the deployed manifest), execution (run one invocation, save its log and
-record), request (the whole `hexbuild run`). Callers import from this package, not the modules.
+record), proof (its output parsed as it streams and the dispatch proof: did it reach the NPU),
+request (the whole `hexbuild run`). Callers import from this package, not the modules.
 """
 
 from .commands import KINDS, Invocation, check_args, model_path, render, resolve_tool
-from .execution import RUN_TIMEOUT, RunRecord, _slug, _timestamp, atomic_write, execute, parse_log
+from .execution import RUN_TIMEOUT, RunRecord, _slug, _timestamp, atomic_write, execute
 from .flags import (BACKEND_OPS_FLAGS, BENCH_FLAGS, COMMON_FLAGS, COMMON_SAME, VALUE_OPTIONS, Flag, flag_table,
                     given_groups)
 from .htp_sessions import MAX_SESSIONS, SESSION_VARS, Sessions, check_sessions, htp_arch_number, sessions
-from .install import (DEFAULT_DEST, DEFAULT_MODELS, MANIFEST, PROMPTS_DIR, default_dest, default_models_dir,
+from .install import (DEFAULT_DEST, DEFAULT_MODELS, MANIFEST, PROMPTS_DIR, cpu_only, default_dest, default_models_dir,
                       installed_tools, read_manifest)
 from .knobs import KNOB_ALIASES, VERBOSE_KNOBS, knob_env
 from .launch import LAUNCH_SCRIPTS, launch_scripts
+from .proof import check as check_dispatch
 from .request import Prepared, RunRequest, open_target, prepare, run
 from .revision import Revision
 from .templating import render_template, shell_path
@@ -29,8 +31,9 @@ __all__ = [
     "BACKEND_OPS_FLAGS", "BENCH_FLAGS", "COMMON_FLAGS", "COMMON_SAME", "DEFAULT_DEST", "DEFAULT_MODELS",
     "KINDS", "KNOB_ALIASES", "LAUNCH_SCRIPTS", "MANIFEST", "MAX_SESSIONS", "PROMPTS_DIR", "RUN_TIMEOUT",
     "SESSION_VARS", "VALUE_OPTIONS", "VERBOSE_KNOBS", "Flag", "Invocation", "Prepared", "Revision",
-    "RunRecord", "RunRequest", "Sessions", "atomic_write", "check_args", "check_sessions", "default_dest", "default_models_dir",
+    "RunRecord", "RunRequest", "Sessions", "atomic_write", "check_args", "check_dispatch", "check_sessions",
+    "cpu_only", "default_dest", "default_models_dir",
     "execute", "flag_table", "given_groups", "htp_arch_number", "installed_tools", "knob_env",
-    "launch_scripts", "model_path", "open_target", "parse_log", "prepare", "read_manifest", "render",
+    "launch_scripts", "model_path", "open_target", "prepare", "read_manifest", "render",
     "render_template", "resolve_tool", "run", "sessions", "shell_path",
 ]

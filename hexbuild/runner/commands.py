@@ -27,6 +27,7 @@ class Invocation:
     env: dict[str, str]
     cwd: str
     defaults: list[tuple[str, list[str]]] = field(default_factory=list)  # (group, argv) injected
+    cpu_only: bool = False  # the package has no HTP libraries: no session to ask for or check
 
     def command_line(self) -> str:
         """What runs on the device, as one line a shell would read back into the same argv."""
@@ -129,7 +130,7 @@ def render(kind: str, *, rev: Revision, dest: str, models_dir: str, sessions_: S
         "knobs": dict(knobs or {}), "model_path": model_path(model, models_dir), "prompt_path": prompt_path,
         "threads": str(threads), "ubatch": str(ubatch), "batch": None if batch is None else str(batch),
         "ctx_size": "8192", "device_arg": ",".join(names), "bench_devices": "/".join(names),
-        "first_device": names[0], "bench_output": bench_output,
+        "first_device": names[0] if names else None, "bench_output": bench_output,
         "backend_ops": PurePosixPath(tool).name == "test-backend-ops",
         "verbose": any(k in (knobs or {}) for k in VERBOSE_KNOBS), "npu": npu,
     }

@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import HexbuildError, Interrupted, ParseFailed
+from ..errors import HexbuildError, Interrupted
 from ..ui import ui
 from .commands import Invocation
+from .proof import LogWatch, judge
 
 RUN_TIMEOUT = 24 * 3600.0  # a run's default limit: a long generation or a server must not be cut
 
@@ -39,20 +40,6 @@ def atomic_write(path: Path, data: bytes | str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-
-
-def parse_log(text: str, source: str = "-") -> Any:
-    """The results parser's reading of a log (hexbuild.results) when it recognizes
-    something, else None."""
-    from .. import results
-
-    try:
-        return results.parse_text(text.splitlines(keepends=True), source) or None
-    except ParseFailed:
-        return None
-    except Exception as e:  # a log the parser cannot read is no reason to fail the run
-        ui.detail(f"results parser: {type(e).__name__}: {e}")
-        return None
 
 
 def diagnose_log(text: str) -> dict | None:
@@ -90,11 +77,13 @@ class RunRecord:
     error: str | None = None
     diagnosis: dict | None = None  # the first ggml-hex failure, explained (hexbuild.diagnose)
     dsp_crash: list[dict[str, Any]] | None = None  # offsets into libggml-htp-vNN.so the log reported
+    dispatch: Any = None  # the dispatch proof (hexbuild.results.dispatch.verdict)
 
     def to_json(self) -> dict[str, Any]:
         out = {"target": self.target, "tool": self.invocation.tool, "argv": self.invocation.argv,
                "env": self.invocation.env, "cwd": self.invocation.cwd, "exit_code": self.exit_code,
-               "duration_s": round(self.duration_s, 3), "log": self.log, "results": self.results}
+               "duration_s": round(self.duration_s, 3), "log": self.log, "results": self.results,
+               "dispatch": self.dispatch}
         if self.error:
             out["error"] = self.error
         if self.diagnosis:
@@ -113,11 +102,13 @@ def execute(target, inv: Invocation, *, results_dir: Path, passthrough: bool = T
     log_path = results_dir / f"{stem}.log"
     fd, part = tempfile.mkstemp(prefix=f".{log_path.name}.", suffix=".part", dir=results_dir)
     stdout_chunks: list[bytes] = []
+    watch = LogWatch(str(log_path), announce=not passthrough or ui.quiet)
     # With --json, stdout carries only the result: the program's own stdout goes to stderr.
     out_stream = sys.stderr if ui.json else sys.stdout
 
     def on_output(stream: str, data: bytes) -> None:
         os.write(fd, data)
+        watch.feed(stream, data)
         if stream == "stdout":
             stdout_chunks.append(data)
         if passthrough and not ui.quiet:
@@ -147,9 +138,11 @@ def execute(target, inv: Invocation, *, results_dir: Path, passthrough: bool = T
     duration = time.monotonic() - start
     os.close(fd)
     os.replace(part, log_path)
-    text = log_path.read_text(encoding="utf-8", errors="replace")
+    results = watch.finish()
     record = RunRecord(target.spec, inv, code, duration, str(log_path), b"".join(stdout_chunks),
-                       results=parse_log(text, str(log_path)), error=error.message if error else None)
+                       results=results, error=error.message if error else None,
+                       dispatch=judge(inv, results, watch.sessions))
+    text = log_path.read_text(encoding="utf-8", errors="replace")
     record.diagnosis = diagnose_log(text)
     _offer_addr2line(record, text)
     if save_json:

@@ -63,6 +63,18 @@ def default_models_dir(target) -> str:
     return DEFAULT_MODELS.get(getattr(target, "os", None) or "android", DEFAULT_MODELS["android"])
 
 
+def cpu_only(manifest: Mapping[str, Any] | None) -> bool:
+    """A package with no HTP library to open a session with: built with the open toolchain, or
+    a manifest that records its HTP versions and has none."""
+    if not manifest:
+        return False
+    if not has_npu(manifest) or "htp" in (manifest.get("lacks") or []):
+        return True
+    if manifest.get("toolchain") == "open" or (manifest.get("toolchain") or {}) == {"kind": "open"}:
+        return True
+    return "htp_versions" in manifest and not manifest.get("htp_versions") and isinstance(manifest.get("files"), list)
+
+
 def default_dest(target) -> str:
     """Where the install is when --dest and deploy.dest say nothing: a local:/qemu: target's own
     directory, else the convention of the target's OS."""

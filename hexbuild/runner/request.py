@@ -10,9 +10,9 @@ from ..errors import EnvironmentMissing, RemoteFailed, UsageError
 from ..ui import ui
 from .commands import Invocation, render
 from .execution import RunRecord, _slug, execute
-from .htp_sessions import check_sessions, sessions
-from .install import (MANIFEST, PROMPTS_DIR, cpu_only_note, default_dest, default_models_dir, has_npu, installed_tools,
-                      loader_of, read_manifest, through_loader)
+from .htp_sessions import Sessions, check_sessions, sessions
+from .install import (MANIFEST, PROMPTS_DIR, cpu_only, cpu_only_note, default_dest, default_models_dir,
+                      installed_tools, loader_of, read_manifest, through_loader)
 from .knobs import knob_env
 from .revision import Revision
 
@@ -44,6 +44,7 @@ class Prepared:
     target: Any
     invocation: Invocation
     prompt_upload: tuple[Path, str] | None = None  # local prompt file → its path on the device
+    sessions: list[str] = field(default_factory=list)  # the HTP devices selected (none: CPU only)
     cpu_only: str | None = None  # the deployed package has no NPU libraries: the line to warn with
 
 
@@ -95,6 +96,11 @@ def _prepare(target, req: RunRequest, *, offline_ok: bool) -> Prepared:
         ui.detail(f"{dest}/{MANIFEST} not found: using forms every revision understands")
 
     sess = sessions(rev, ndev=req.ndev, devices=req.devices)
+    no_htp = cpu_only(manifest)
+    if no_htp:
+        if req.ndev or req.devices:
+            ui.warn(f"the package on {target.spec} has no HTP libraries (CPU only): --ndev/--devices ignored")
+        sess = Sessions({}, [])
     if sess.count > 1 and reachable:
         arch = (manifest or {}).get("htp_arch")
         if not arch:
@@ -134,13 +140,14 @@ def _prepare(target, req: RunRequest, *, offline_ok: bool) -> Prepared:
                  model=req.model, prompt_path=prompt_path, extra=req.extra,
                  threads=str(req.threads if req.threads is not None else (target.default_threads() or 6)),
                  ubatch=str(req.ubatch), batch=req.batch, bench_output=req.bench_output, installed=installed,
-                 npu=has_npu(manifest))
+                 npu=not no_htp)
+    inv.cpu_only = no_htp
     if installed is not None and "/" not in inv.tool and inv.argv[0].startswith("./bin/") \
             and inv.argv[0][len("./bin/"):] not in installed:
         raise EnvironmentMissing(f"{inv.argv[0][len('./bin/'):]} is not installed in {dest}/bin on {target.spec}",
                                  hint="deploy a build that has it")
     inv.argv = through_loader(inv.argv, loader_of((manifest or {}).get("runtime"), dest))
-    return Prepared(target, inv, prompt_upload, cpu_only_note(manifest or {}))
+    return Prepared(target, inv, prompt_upload, sessions=sess.names, cpu_only=cpu_only_note(manifest or {}))
 
 
 def run(req: RunRequest, settings) -> RunRecord:

@@ -1,0 +1,174 @@
+"""`hexbuild test ops`: the deployed test-backend-ops in mode `test` against each HTP session (the
+CPU is the reference it compares with), reported per op and weight type: passed, failed, not
+supported, with the failing cases.
+
+Upstream's tool prints "OK" when no backend but the CPU exists, having tested nothing; here a
+session on which no case ran is a failure ("nothing was tested"), and so is a package with no HTP
+session at all."""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import runner
+from ..errors import HexbuildError, Interrupted
+from ..results.backend_ops import parse_case
+from ..results.lines import clean
+from ..ui import ui
+from .report import Case, write
+
+SCHEMA = "hexbuild.test-ops/1"
+DEFAULT_OPS = ("MUL_MAT", "MUL_MAT_ID")
+# The weight types the backend repacks for its matmuls, the HVX Q4_0 matmul first.
+DEFAULT_TYPES = ("q4_0", "q8_0", "mxfp4")
+_TYPE = re.compile(r"\btype(?:_a)?=([A-Za-z0-9_]+)")
+
+
+@dataclass
+class OpsRequest:
+    target: str
+    ndev: int | None = None
+    devices: str | None = None
+    ops: list[str] = field(default_factory=lambda: list(DEFAULT_OPS))
+    types: list[str] = field(default_factory=lambda: list(DEFAULT_TYPES))
+    dest: str = ""
+    models_dir: str = ""
+    out: str = ""
+    timeout: float | None = None
+
+
+def types_regex(types: list[str]) -> str | None:
+    """test-backend-ops' -p regex for the cases whose (first) weight type is one of ``types``."""
+    if not types:
+        return None
+    return "type(_a)?=(" + "|".join(re.escape(t) for t in types) + "),"
+
+
+def summarize(lines: list[str]) -> dict[str, Any]:
+    """Per (op, type) counts and failing cases of one test-backend-ops run."""
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    for line in lines:
+        case = parse_case(clean(line))
+        if case is None:
+            continue
+        op, params, status, detail = case
+        m = _TYPE.search(params)
+        g = groups.setdefault((op, m.group(1) if m else "-"), {"op": op, "type": m.group(1) if m else "-",
+                                                                "passed": 0, "failed": 0, "not_supported": 0,
+                                                                "skipped": 0, "failures": []})
+        g[status] += 1
+        if status == "failed":
+            g["failures"].append({"case": f"{op}({params})", "detail": detail})
+    rows = sorted(groups.values(), key=lambda g: (g["op"], g["type"]))
+    return {"by_op": rows, **{k: sum(g[k] for g in rows) for k in ("passed", "failed", "not_supported", "skipped")}}
+
+
+def _device_run(target, req: OpsRequest, settings, name: str, logs: Path) -> dict[str, Any]:
+    extra = ["test-backend-ops", "test", "-o", ",".join(req.ops), "-b", name]
+    regex = types_regex(req.types)
+    if regex:
+        extra += ["-p", regex]
+    prepared = runner.prepare(runner.RunRequest(kind="tool", target=req.target, dest=req.dest,
+                                                models_dir=req.models_dir, ndev=req.ndev, devices=req.devices,
+                                                extra=extra), settings)
+    prepared.target.close()
+    stem = f"test-ops-{runner._slug(name)}"
+    try:
+        record = runner.execute(target, prepared.invocation, results_dir=logs, passthrough=False,
+                                timeout=req.timeout, stem=stem)
+    except Interrupted:
+        raise
+    except HexbuildError as e:  # a timeout, a lost device: this session's result is a failure
+        return {"device": name, "exit_code": None, "log": str(logs / f"{stem}.log"), "dispatch": None,
+                "verdict": "failed", "reason": e.message, "by_op": [], "passed": 0, "failed": 0,
+                "not_supported": 0, "skipped": 0, "duration_s": None}
+    text = Path(record.log).read_text("utf-8", "replace").splitlines()
+    res = {"device": name, "exit_code": record.exit_code, "log": record.log, "dispatch": record.dispatch,
+           "duration_s": round(record.duration_s, 3), **summarize(text)}
+    fallback = (record.dispatch or {}).get("fallback_reason")
+    if fallback:
+        res.update(verdict="failed", reason=f"the session did not open: {fallback}")
+    elif res["failed"]:
+        res.update(verdict="failed", reason=f"{res['failed']} case(s) failed, first: "
+                                            f"{next(f['case'] for g in res['by_op'] for f in g['failures'])}")
+    elif res["passed"] == 0:
+        res.update(verdict="nothing-tested",
+                   reason=f"nothing was tested on {name}: test-backend-ops ran no case on it "
+                          f"({res['not_supported']} not supported, {res['skipped']} skipped)")
+    elif record.exit_code:
+        res.update(verdict="failed", reason=f"test-backend-ops exited {record.exit_code}")
+    else:
+        res.update(verdict="passed", reason=None)
+    return res
+
+
+def run(req: OpsRequest, settings) -> dict[str, Any]:
+    prepared = runner.prepare(runner.RunRequest(kind="tool", target=req.target, dest=req.dest,
+                                                models_dir=req.models_dir, ndev=req.ndev, devices=req.devices,
+                                                extra=["test-backend-ops"]), settings)
+    prepared.target.close()
+    names = [] if prepared.invocation.cpu_only else list(prepared.sessions)
+    out = Path(req.out or Path(settings["run.results_dir"]) / f"test-ops-{runner._timestamp()}")
+    devices: list[dict[str, Any]] = []
+    start = time.monotonic()
+    if names:
+        with runner.open_target(req.target, settings) as target:
+            for name in names:
+                ui.info(f"test-backend-ops on {req.target} {name}: {','.join(req.ops)} "
+                        f"{','.join(req.types) or 'all types'}")
+                devices.append(_device_run(target, req, settings, name, out / "logs"))
+                d = devices[-1]
+                ui.info(f"{name}: {d['passed']} passed, {d['failed']} failed, {d['not_supported']} not supported")
+    reason = None if names else (f"nothing was tested: the package on {req.target} has no HTP session "
+                                 "(CPU only), and test-backend-ops compares HTP sessions with the CPU")
+    failed = [d for d in devices if d["verdict"] != "passed"]
+    ok = bool(names) and not failed
+    doc = {"schema": SCHEMA, "target": req.target, "ops": req.ops, "types": req.types, "ok": ok,
+           "reason": reason or (failed[0]["reason"] if failed else None), "devices": devices,
+           "duration_s": round(time.monotonic() - start, 3)}
+    doc["files"] = write(out, title="hexbuild test ops", doc=doc, cases=junit_cases(doc), markdown=markdown(doc))
+    return doc
+
+
+def junit_cases(doc: dict[str, Any]) -> list[Case]:
+    cases: list[Case] = []
+    if not doc["devices"]:
+        cases.append(Case(f"test ops {doc['target']}", "HTP sessions", failure=doc["reason"]))
+    for d in doc["devices"]:
+        suite = f"test ops {d['device']}"
+        if d["verdict"] == "nothing-tested" or (d["verdict"] == "failed" and not d["failed"]):
+            cases.append(Case(suite, f"{d['device']} session", failure=d["reason"]))
+        for g in d["by_op"]:
+            name = f"{g['op']} {g['type']}"
+            if g["failed"]:
+                cases.append(Case(suite, name, failure=f"{g['failed']} of {g['passed'] + g['failed']} cases failed",
+                                  details=[f"{f['case']}: {f['detail'] or 'FAIL'}" for f in g["failures"]]))
+            elif g["passed"]:
+                cases.append(Case(suite, name))
+            else:
+                cases.append(Case(suite, name, skipped="not supported on this session"))
+    return cases
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    status = "passed" if doc["ok"] else "FAILED"
+    lines = [f"### hexbuild test ops on {doc['target']}: {status}", ""]
+    if doc["reason"]:
+        lines += [f"**{doc['reason']}**", ""]
+    if doc["devices"]:
+        lines += ["| session | op | type | passed | failed | not supported |", "|---|---|---|---:|---:|---:|"]
+        for d in doc["devices"]:
+            for g in d["by_op"] or [{"op": "-", "type": "-", "passed": 0, "failed": 0, "not_supported": 0}]:
+                lines.append(f"| {d['device']} | {g['op']} | {g['type']} | {g['passed']} | {g['failed']} | "
+                             f"{g['not_supported']} |")
+        failing = [(d["device"], f) for d in doc["devices"] for g in d["by_op"] for f in g["failures"]]
+        if failing:
+            lines += ["", "Failing cases:", ""] + [f"- {dev} `{f['case']}` {f['detail'] or ''}".rstrip()
+                                                   for dev, f in failing[:50]]
+            if len(failing) > 50:
+                lines.append(f"- … and {len(failing) - 50} more (results.json)")
+    return "\n".join(lines) + "\n"

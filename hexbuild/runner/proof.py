@@ -1,0 +1,74 @@
+"""The dispatch proof of a run: its output read line by line as it streams (the results parser,
+whose ggml-hex family records the backend's sessions), then judged against the HTP devices the
+invocation asked for (hexbuild.results.dispatch)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import CpuFallback
+from ..results import dispatch
+from ..results.parse import LogParser
+from ..ui import ui
+from .commands import Invocation
+
+
+class LogWatch:
+    """Feeds each complete line of stdout and stderr (kept apart: their chunks interleave) to the
+    results parser as it arrives; a session failure is said at once when the output is not shown."""
+
+    def __init__(self, source: str, *, announce: bool) -> None:
+        self.parser = LogParser(source)
+        self.announce = announce
+        self._partial: dict[str, bytes] = {}
+
+    @property
+    def sessions(self) -> dispatch.SessionLog:
+        return self.parser.hexagon.sessions
+
+    def feed(self, stream: str, data: bytes) -> None:
+        buf = self._partial.get(stream, b"") + data
+        *lines, self._partial[stream] = buf.split(b"\n")
+        for raw in lines:
+            self._line(raw.decode("utf-8", "replace"))
+
+    def _line(self, text: str) -> None:
+        seen = len(self.sessions.errors)
+        try:
+            self.parser.feed(text + "\n")
+        except Exception as e:  # a line the parser cannot read is no reason to fail the run
+            ui.detail(f"results parser: {type(e).__name__}: {e}")
+            return
+        if self.announce and len(self.sessions.errors) > seen:
+            ui.warn(self.sessions.errors[-1])
+
+    def finish(self) -> dict[str, Any] | None:
+        for stream, rest in list(self._partial.items()):
+            if rest:
+                self._line(rest.decode("utf-8", "replace"))
+        self._partial.clear()
+        out = self.parser.finish()
+        return out if self.parser.matched or out["bench"] else None
+
+
+def judge(inv: Invocation, results: dict[str, Any] | None, sessions: dispatch.SessionLog) -> dict[str, Any]:
+    requested = dispatch.requested_devices(inv.argv, inv.env, tool=inv.tool)
+    return dispatch.verdict(results, requested, cpu_only=inv.cpu_only, session_log=sessions)
+
+
+def check(record, *, allow_cpu_fallback: bool = False) -> None:
+    """Raise CpuFallback (exit 12) when a run that exited 0 asked for HTP sessions and fell back
+    to the CPU; with ``allow_cpu_fallback`` say it as a warning instead."""
+    d = getattr(record, "dispatch", None) or {}
+    if d.get("cpu_only"):
+        ui.info("the package is CPU only (no HTP libraries): nothing ran on the NPU")
+        return
+    reason = d.get("fallback_reason")
+    if not reason or record.exit_code not in (0, None):
+        return
+    message = f"{record.target}: the run fell back to the CPU: {reason}"
+    hint = dispatch.hint_for(d.get("code"), d.get("arch"))
+    if allow_cpu_fallback:
+        ui.warn(message + (f" ({hint})" if hint else ""))
+        return
+    raise CpuFallback(message, hint=hint or f"the log is in {record.log}", details={"dispatch": d})
