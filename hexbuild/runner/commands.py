@@ -3,6 +3,8 @@ the deployed revision's vocabulary, with the user's own flags replacing injected
 
 from __future__ import annotations
 
+import posixpath
+
 import json
 import shlex
 from dataclasses import dataclass, field
@@ -100,7 +102,7 @@ def model_path(model: str | None, models_dir: str) -> str | None:
         return None
     if model.startswith("/"):
         return model
-    return str(PurePosixPath(models_dir) / model)
+    return posixpath.join(models_dir, model)  # exactly: PurePosixPath would drop a '.' name
 
 
 def check_args(args: Sequence[str], what: str) -> None:
