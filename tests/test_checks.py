@@ -1,6 +1,6 @@
 """`hexbuild test ops` and `hexbuild test ppl`.
 
-Real programs: test-backend-ops and llama-perplexity cross-built from the 0.3.36 tree
+Real programs: test-backend-ops and llama-perplexity from the 0.3.36 tree built with the open toolchain
 (tests/infra/llama_aarch64.py) run on the qemu: target, in a package built for the NPU whose
 Hexagon side cannot run here: test-backend-ops then does what upstream's does without an NPU,
 prints "OK" having tested nothing, and `test ops` fails saying so; the perplexity gate passes on
@@ -104,7 +104,7 @@ def npu_package(tmp_path, aarch64_llama_bin, monkeypatch):
     for tool in ("test-backend-ops", "llama-perplexity"):
         (pkg / "bin" / tool).write_bytes((aarch64_llama_bin / tool).read_bytes())
         (pkg / "bin" / tool).chmod(0o755)
-    for lib in aarch64_llama_bin.glob("lib*.so.0"):
+    for lib in aarch64_llama_bin.glob("lib*.so*"):
         (pkg / "lib" / lib.name).write_bytes(lib.resolve().read_bytes())
     ef.aarch64_so(pkg / "lib" / "libggml-hexagon.so", os="linux")
     ef.hexagon_so(pkg / "lib" / "libggml-htp-v73.so", "v73")
