@@ -125,6 +125,9 @@ def test_run_explains_a_session_that_failed(cli, tmp_path):
     tool.chmod(0o755)
     r = cli("--json", "run", "tool", "-t", f"local:{dest}", "--results-dir", str(tmp_path / "results"),
             "--", "llama-cli", "-p", "hi")
+    assert r.rc == 12 and "fell back to the CPU" in r.err  # the dispatch proof: no session opened
+    r = cli("--json", "run", "tool", "-t", f"local:{dest}", "--results-dir", str(tmp_path / "results"),
+            "--allow-cpu-fallback", "--", "llama-cli", "-p", "hi")
     assert r.rc == 0, r.err
     assert r.json["diagnosis"]["name"] == "AEE_EUNABLETOLOAD" and r.json["diagnosis"]["line_number"] == 8
     warning = [ln for ln in r.err.splitlines() if ln.startswith("warning:") and "0x80000406" in ln]

@@ -382,3 +382,28 @@ def test_forward_through_the_adb_servers_tcp_service(form, cli, serve_state, mak
     openai_round_trip(r.json["url"])
     assert cli("serve", "stop", "--all").rc == 0
     assert port_free(port) and not pid_alive(r.json["pid"])
+
+
+def test_a_server_whose_htp_session_did_not_open_is_refused(cli, serve_state, tmp_path, tiny_gguf, http_stand_in):
+    """The backend's own failure line (as llama.cpp prints it when the skel is not found) before
+    a server that then answers: the start-up log proves a CPU fallback, so serve stops it (exit 12),
+    unless --allow-cpu-fallback."""
+    wrapper = tmp_path / "llama-server"
+    wrapper.write_text("#!/bin/sh\necho 'ggml-hex: HTP0 failed to open session : error 0x80000406' >&2\n"
+                       f'exec {http_stand_in} "$@"\n')
+    wrapper.chmod(0o755)
+    dest = str(tmp_path / "inst")
+    populate(f"local:{dest}", dest, {"llama-server": wrapper})
+    port = free_port()
+    r = cli("--json", "serve", "-t", f"local:{dest}", "--model", str(tiny_gguf), "--port", str(port),
+            "--models-dir", str(tmp_path / "m"), "--detach")
+    assert r.rc == 12, r.err
+    assert "fell back to the CPU" in r.json["error"]["message"] and "0x80000406" in r.json["error"]["message"]
+    assert port_free(port) and state_mod.records() == []
+    r = cli("--json", "serve", "-t", f"local:{dest}", "--model", str(tiny_gguf), "--port", str(port),
+            "--models-dir", str(tmp_path / "m"), "--detach", "--allow-cpu-fallback")
+    assert r.rc == 0, r.err
+    (record,) = state_mod.records()  # the supervisor warned; the record keeps the verdict
+    assert "0x80000406" in record["dispatch"]["fallback_reason"]
+    r = cli("serve", "stop", "--port", str(port))
+    assert r.rc == 0, r.err and port_free(port)

@@ -53,7 +53,8 @@ _HEX_FAILURES = [
     (re.compile(r"ggml-hex: (?P<name>HTP\S*) failed to reserve new session \(physical -?\d+, virtual -?\d+\) : "
                 + _CODE), "reserve"),
     (re.compile(r"ggml-hex: (?P<name>HTP\S*) failed to enable unsigned PD : " + _CODE), "unsigned-pd"),
-    (re.compile(r"ggml-hex: (?P<name>HTP\S*) failed to open session : uri \S+ " + _CODE), "open"),
+    # the uri is left out in some revisions' lines (as quoted in llama.cpp issue 28288)
+    (re.compile(r"ggml-hex: (?P<name>HTP\S*) failed to open session : (?:uri \S+ )?" + _CODE), "open"),
     (re.compile(r"ggml-hex: (?:(?P<name>HTP\S*) )?failed to start session: " + _CODE), "start"),
     (re.compile(r"ggml-hex: (?P<name>HTP\S*) dspqueue_create failed: " + _CODE), "dspqueue"),
     (re.compile(r"ggml-hex: (?P<name>HTP[^\s:]*(?::\d+)?): invalid physical CDSP core (-?\d+)()"), "cdsp-core"),
@@ -150,22 +151,18 @@ class SessionLog:
 
 
 @functools.lru_cache(maxsize=1)
-def _hints() -> dict[int, dict[str, str]]:
-    from ..data import table
-
-    return {int(entry["code"]): entry for entry in table("dispatch_hints").get("code", [])}
-
-
 def hint_for(code: int | None, arch: int | str | None = None) -> str | None:
-    """What a session error code means and what to do (None for a code this table does not
-    know). The one lookup the run checks use, so a fuller error table can replace it."""
+    """What a session error code means and what to do, from the FastRPC/AEE table `hexbuild
+    explain` reads (hexbuild.diagnose); None for a code it knows nothing specific about."""
     if code is None:
         return None
-    entry = _hints().get(code)
-    if entry is None:
+    from ..diagnose import explain_code
+
+    found = explain_code(code)
+    if not found.known:
         return None
     arch_text = f"v{arch}" if isinstance(arch, int) else (arch or "vNN")
-    return f"0x{code:08x} is {entry['name']}: " + entry["hint"].replace("{arch}", arch_text)
+    return f"0x{code:08x} is {found.name}: {found.cause}; fix: {found.fix}".replace("vNN", arch_text)
 
 
 HTP_NAME = re.compile(r"^HTP\d+(?::\d+)?$")

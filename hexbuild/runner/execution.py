@@ -42,14 +42,16 @@ def atomic_write(path: Path, data: bytes | str) -> None:
         raise
 
 
-def diagnose_log(text: str) -> dict | None:
-    """The first ggml-hex failure in a run's log, explained (one warning line: cause, then fix)."""
+def diagnose_log(text: str, *, said: bool = False) -> dict | None:
+    """The first ggml-hex failure in a run's log, explained (one warning line: cause, then fix,
+    unless ``said``: the dispatch proof reports a fallback with the same explanation)."""
     from ..diagnose import explain_log
 
     found = explain_log(text.splitlines())
     if found is None:
         return None
-    ui.warn(f"{found.line}: {found.summary()}; fix: {found.fix}")
+    if not said:
+        ui.warn(f"{found.line}: {found.summary()}; fix: {found.fix}")
     return found.to_json()
 
 
@@ -143,7 +145,7 @@ def execute(target, inv: Invocation, *, results_dir: Path, passthrough: bool = T
                        results=results, error=error.message if error else None,
                        dispatch=judge(inv, results, watch.sessions))
     text = log_path.read_text(encoding="utf-8", errors="replace")
-    record.diagnosis = diagnose_log(text)
+    record.diagnosis = diagnose_log(text, said=bool((record.dispatch or {}).get("fallback_reason")))
     _offer_addr2line(record, text)
     if save_json:
         json_path = results_dir / f"{stem}.json"

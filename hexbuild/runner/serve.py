@@ -135,18 +135,20 @@ def _setting(settings, key: str, default: Any) -> Any:
         return default
 
 
-def dispatch_proof(startup_log: str, *, allow_cpu_fallback: bool) -> None:
-    """The on-device dispatch proof applied to the server's start-up log: the one call site.
-    hexbuild.results.dispatch decides whether the model's work runs on the NPU; a CPU fallback
-    is an error unless allowed."""
-    try:
-        from ..results import dispatch  # type: ignore[attr-defined]
-    except ImportError:
-        ui.detail("dispatch proof: hexbuild.results.dispatch is not available in this build")
-        return
-    check = getattr(dispatch, "check_log", None)
-    if check is not None:
-        check(startup_log, allow_cpu_fallback=allow_cpu_fallback, what=SERVER)
+def dispatch_proof(startup_log: str, inv, *, target: str, log: str, allow_cpu_fallback: bool) -> dict:
+    """The on-device dispatch proof (hexbuild.runner.proof) applied to the server's start-up log:
+    sessions asked for that did not open, or weights that stayed on the CPU, are an error
+    (exit 12) unless ``allow_cpu_fallback``. Returns the verdict for the server's record."""
+    from types import SimpleNamespace
+
+    from .proof import LogWatch, check, judge
+
+    watch = LogWatch(log, announce=False)
+    watch.feed("stdout", startup_log.encode("utf-8", "replace"))
+    verdict = judge(inv, watch.finish(), watch.sessions)
+    check(SimpleNamespace(dispatch=verdict, exit_code=0, target=target, log=log),
+          allow_cpu_fallback=allow_cpu_fallback)
+    return verdict
 
 
 def start(req: ServeRequest, settings, *, sink: Callable[[bytes], None] | None = None) -> Server:
@@ -241,7 +243,11 @@ def _start(target, req: ServeRequest, settings, sink) -> Server:
         serve_state.write(record)
         server = Server(target, pid, since, req.port, device_port, device_log, forward, watcher, record, log_file)
         _wait_ready(server, req)
-        dispatch_proof(watcher.startup_text(), allow_cpu_fallback=req.allow_cpu_fallback)
+        # the device's log file as it stands once /health answers: the watcher may lag behind it
+        startup = target.read_file(device_log)
+        startup_text = startup.decode("utf-8", "replace") if startup is not None else watcher.startup_text()
+        record.update(dispatch=dispatch_proof(startup_text, inv, target=req.target, log=str(device_log),
+                                              allow_cpu_fallback=req.allow_cpu_fallback))
         server.model_name = model_name(req.port) or posixpath.basename(model)
         record.update(status="ready", model_name=server.model_name, ready_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
         serve_state.write(record)
