@@ -65,14 +65,23 @@ def connect(path: str | Path, *, create: bool = True) -> sqlite3.Connection:
         raise UsageError(f"no benchmark database at {p}", hint="run hexbuild bench first, or give --db FILE")
     if create:
         p.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        conn = sqlite3.connect(str(p), timeout=BUSY_TIMEOUT_S, isolation_level=None)
-        conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-        conn.execute("PRAGMA journal_mode = WAL")
-        _migrate(conn, p)
-    except sqlite3.DatabaseError as e:
-        raise UsageError(f"{p}: not a hexbuild benchmark database ({e})") from None
-    return conn
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    while True:
+        try:
+            conn = sqlite3.connect(str(p), timeout=BUSY_TIMEOUT_S, isolation_level=None)
+            conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            _migrate(conn, p)
+            return conn
+        except sqlite3.OperationalError as e:
+            # Switching to WAL (or a first writer's recovery) answers "locked" at once, without
+            # the busy handler, while another process opens the same new database: wait for it.
+            if "locked" not in str(e) or time.monotonic() > deadline:
+                raise UsageError(f"{p}: cannot open the benchmark database ({e})") from None
+            conn.close()
+            time.sleep(0.05)
+        except sqlite3.DatabaseError as e:
+            raise UsageError(f"{p}: not a hexbuild benchmark database ({e})") from None
 
 
 def _migrate(conn: sqlite3.Connection, path: Path) -> None:
