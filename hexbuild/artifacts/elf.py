@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from contextlib import contextmanager
 
 from dataclasses import dataclass
@@ -197,3 +198,12 @@ def _symbol_state(elf, name: str) -> str:
         if sym["st_shndx"] != "SHN_UNDEF":
             return "hidden"
     return "undefined" if undefined else "absent"
+
+
+# The NPU libraries' file names, shared by verify and the manifest.
+HTP_NAME = re.compile(r"^libggml-htp-(v\d+)\.so$")
+
+
+def htp_key(version: str) -> int:
+    """``"v79"`` → 79, to sort HTP versions."""
+    return int(version[1:])

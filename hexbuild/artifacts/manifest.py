@@ -19,7 +19,7 @@ from typing import Any
 from .. import __version__
 from ..errors import PackageFailed, UsageError
 from .elf import NotElf, is_elf, read_elf
-from .verify import HTP_NAME, htp_key
+from .elf import HTP_NAME, htp_key
 
 SCHEMA = 1
 MANIFEST = "manifest.json"

@@ -16,13 +16,12 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..errors import UsageError
-from .elf import ElfInfo, NotElf, is_elf, read_elf
+from .elf import HTP_NAME, ElfInfo, NotElf, htp_key, is_elf, read_elf
 
 OSES = ("android", "linux")
 HOST_LIB = "libggml-hexagon.so"
 SKEL_SYMBOL = "htp_iface_skel_handle_invoke"  # what the FastRPC loader asks for (skel URI)
 MATMUL_SYMBOL = "op_matmul"                    # the matmul entry point with the HVX Q4_0 path
-HTP_NAME = re.compile(r"^libggml-htp-(v\d+)\.so$")
 _SHARED_NAME = re.compile(r"\.so(\.\d+)*$")
 _VERSION = re.compile(r"^[vV]?(\d{2,3})$")
 
@@ -30,10 +29,6 @@ OK, WARN, FAIL = "ok", "warn", "fail"
 _A_PROGRAM = {"android": "an Android program", "linux": "a Linux program"}
 _OS_NAME = {"android": "Android", "linux": "Linux"}
 PACKAGE = "(package)"
-
-
-def htp_key(version: str) -> int:
-    return int(version[1:])
 
 
 def parse_htp_versions(values: Iterable[str]) -> list[str]:

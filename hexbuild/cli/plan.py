@@ -27,7 +27,7 @@ def plan(
     limit), read from --source, --package or --target; without one, the newest known rules
     are assumed and the plan says so."""
     from ..plan import plan_model, render
-    from ..plan_rules import resolve_rules
+    from ..plan_rules_lookup import resolve_rules
     from ..ui import ui
 
     settings = common.settings(**{"deploy.dest": dest}) if target else None

@@ -1,0 +1,93 @@
+"""Where `plan` reads a revision's rules from: a checkout (--source), a package's manifest
+(--package) or the manifest deployed on a target (--target). Apart from hexbuild/plan_rules.py,
+which only reads rules, because these readers need the checkout reader, the runner and the
+targets, which themselves carry the rules."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .plan_rules import ASSUMED, BACKEND_FILE, PlanRules, read_rules, rules_from_manifest
+
+
+def resolve_rules(*, source: str | None = None, package: str | None = None, target: str | None = None,
+                  settings: Any = None, dest: str | None = None) -> PlanRules:
+    """The rules of a checkout (--source), a package (--package: its manifest) or what is
+    deployed on a target (--target: its device manifest); ASSUMED when none is given."""
+    from .errors import UsageError
+
+    given = [n for n, v in (("--source", source), ("--package", package), ("--target", target)) if v]
+    if len(given) > 1:
+        raise UsageError(f"{' and '.join(given)}: give one place to read the revision's rules from")
+    if source:
+        return _source_rules(Path(source).expanduser())
+    if package:
+        return _package_rules(Path(package).expanduser())
+    if target:
+        return _target_rules(target, settings, dest)
+    return ASSUMED
+
+
+def _source_rules(root: Path) -> PlanRules:
+    from .errors import UsageError
+    from .source import _revision, is_checkout
+
+    if not root.is_dir() or not is_checkout(root):
+        raise UsageError(f"{root} is not a llama.cpp checkout (no ggml/, include/llama.h and CMakeLists.txt)",
+                         hint="point --source at the root of a llama.cpp clone")
+    rules = read_rules(root, _revision(root.resolve()))
+    if rules is None:
+        raise UsageError(f"{root}: no Hexagon backend the plan can read ({BACKEND_FILE} has no repacked types)")
+    return rules
+
+
+def _package_rules(path: Path) -> PlanRules:
+    import json
+    import tarfile
+
+    from .errors import UsageError
+
+    meta: Any = None
+    try:
+        if path.is_dir():
+            meta = json.loads((path / "manifest.json").read_text("utf-8"))
+        elif path.is_file():
+            with tarfile.open(path, "r:*") as tar:
+                member = next((m for m in tar.getmembers() if m.isfile()
+                               and m.name.lstrip("./").count("/") <= 1 and m.name.endswith("manifest.json")), None)
+                f = tar.extractfile(member) if member is not None else None
+                meta = json.loads(f.read().decode("utf-8")) if f is not None else None
+        else:
+            raise UsageError(f"package not found: {path}")
+    except FileNotFoundError:
+        meta = None
+    except (OSError, ValueError, tarfile.TarError, EOFError) as e:
+        raise UsageError(f"cannot read the manifest of package {path}: {e}") from None
+    rules = rules_from_manifest(meta.get("llama_cpp") if isinstance(meta, dict) else None, "package")
+    if rules is None:
+        raise UsageError(f"package {path}: its manifest carries no plan rules (built before hexbuild recorded them)",
+                         hint="rebuild it, or pass --source with the checkout it was built from")
+    return rules
+
+
+def _target_rules(spec: str, settings: Any, dest: str | None) -> PlanRules:
+    from .errors import UsageError
+    from .runner.install import MANIFEST, default_dest, read_manifest
+    from .targets import parse_target
+
+    target = parse_target(spec, settings)
+    try:
+        where = dest or default_dest(target)
+        where = target.expand(where) if hasattr(target, "expand") else where
+        manifest = read_manifest(target, where)
+    finally:
+        target.close()
+    if manifest is None:
+        raise UsageError(f"nothing deployed at {spec}:{where} ({MANIFEST} not found)",
+                         hint="run hexbuild deploy first, give --dest, or pass --source/--package")
+    rules = rules_from_manifest(manifest.get("llama_cpp"), "target")
+    if rules is None:
+        raise UsageError(f"{spec}:{where}: the deployed manifest carries no plan rules (deployed before hexbuild recorded them)",
+                         hint="redeploy a package built by this hexbuild, or pass --source")
+    return rules
