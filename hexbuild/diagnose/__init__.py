@@ -5,7 +5,7 @@ Other commands call ``explain_code(code) -> Explanation`` (e.g. ``run`` when a s
 and ``explain_line`` / ``explain_log`` for log lines; ``check_device`` runs the device checks.
 """
 
-from .explain import Explanation, explain_code, explain_line, explain_log, parse_code, related_facts
+from ..results.fastrpc_errors import Explanation, explain_code, explain_line, explain_log, parse_code, related_facts
 
 __all__ = ["Explanation", "check_device", "explain_code", "explain_line", "explain_log", "parse_code",
            "related_facts"]

@@ -153,10 +153,10 @@ class SessionLog:
 @functools.lru_cache(maxsize=1)
 def hint_for(code: int | None, arch: int | str | None = None) -> str | None:
     """What a session error code means and what to do, from the FastRPC/AEE table `hexbuild
-    explain` reads (hexbuild.diagnose); None for a code it knows nothing specific about."""
+    explain` reads (results/fastrpc_errors.py); None for a code it knows nothing specific about."""
     if code is None:
         return None
-    from ..diagnose import explain_code
+    from .fastrpc_errors import explain_code
 
     found = explain_code(code)
     if not found.known:

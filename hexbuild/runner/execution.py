@@ -45,7 +45,7 @@ def atomic_write(path: Path, data: bytes | str) -> None:
 def diagnose_log(text: str, *, said: bool = False) -> dict | None:
     """The first ggml-hex failure in a run's log, explained (one warning line: cause, then fix,
     unless ``said``: the dispatch proof reports a fallback with the same explanation)."""
-    from ..diagnose import explain_log
+    from ..results.fastrpc_errors import explain_log
 
     found = explain_log(text.splitlines())
     if found is None:
