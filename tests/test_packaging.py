@@ -34,4 +34,8 @@ def test_wheel_ships_templates_and_data(tmp_path):
     for rel in data:
         assert f"hexbuild/data/{rel.as_posix()}" in names
     assert "hexbuild/cli/main.py" in names
+    # every Python module of the package, so a new subpackage left out of pyproject.toml fails here
+    for module in (ROOT / "hexbuild").rglob("*.py"):
+        if "__pycache__" not in module.parts:
+            assert module.relative_to(ROOT).as_posix() in names, f"{module} is not in the wheel"
     assert "hexbuild/build/run.py" in names
