@@ -151,6 +151,24 @@ def dispatch_proof(startup_log: str, inv, *, target: str, log: str, allow_cpu_fa
     return verdict
 
 
+def _startup_log(target, device_log: str, watcher) -> str:
+    """What the server printed up to now. A local file is read whole; a remote one arrives through
+    the watcher's stream (no second channel beside the forward's), which may lag behind what
+    /health saw, so it is given a moment to settle."""
+    if target.kind in ("local", "qemu"):
+        data = target.read_file(device_log)
+        if data is not None:
+            return data.decode("utf-8", "replace")
+    last, deadline = None, time.monotonic() + 2.0
+    while time.monotonic() < deadline:
+        text = watcher.startup_text()
+        if text == last:
+            break
+        last = text
+        time.sleep(0.3)
+    return watcher.startup_text()
+
+
 def start(req: ServeRequest, settings, *, sink: Callable[[bytes], None] | None = None) -> Server:
     """Deploy, start, forward and wait until ready; everything is undone when a step fails."""
     from ..targets.forward import check_port_free
@@ -243,10 +261,7 @@ def _start(target, req: ServeRequest, settings, sink) -> Server:
         serve_state.write(record)
         server = Server(target, pid, since, req.port, device_port, device_log, forward, watcher, record, log_file)
         _wait_ready(server, req)
-        # the device's log file as it stands once /health answers: the watcher may lag behind it
-        startup = target.read_file(device_log)
-        startup_text = startup.decode("utf-8", "replace") if startup is not None else watcher.startup_text()
-        record.update(dispatch=dispatch_proof(startup_text, inv, target=req.target, log=str(device_log),
+        record.update(dispatch=dispatch_proof(_startup_log(target, device_log, watcher), inv, target=req.target, log=str(device_log),
                                               allow_cpu_fallback=req.allow_cpu_fallback))
         server.model_name = model_name(req.port) or posixpath.basename(model)
         record.update(status="ready", model_name=server.model_name, ready_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
