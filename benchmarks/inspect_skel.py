@@ -10,7 +10,7 @@ The upstream script (0.3.36 tree, from the test cache) runs with wrappers named
 hexagon-llvm-objdump/hexagon-llvm-addr2line around llvm-objdump-19 (with --mcpu/--mattr).
 One inspect run gives what upstream needs three runs for (--spills, --promotions, --swdiv), so
 both the one-mode and the three-mode ratios are printed.
-Usage: python benchmarks/inspect.py [--copies 10]
+Usage: python benchmarks/inspect_skel.py [--copies 10]
 """
 
 from __future__ import annotations
