@@ -33,7 +33,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.infra.docker_engine import DockerDaemon, cache_dir, ensure_toolchain_images  # noqa: E402
+from tests.infra.docker_engine import cache_dir, engine_for_benchmark, ensure_toolchain_images  # noqa: E402
 
 FIXTURE = REPO / "tests" / "fixtures" / "llama-mini"
 PLAIN_SCRIPT = ("cp docs/backend/snapdragon/CMakeUserPresets.json . && "
@@ -55,12 +55,7 @@ def main() -> int:
 
     import docker
 
-    daemon = None
-    host = os.environ.get("DOCKER_HOST")
-    if not host:
-        daemon = DockerDaemon(cache_dir())
-        daemon.start()
-        host = daemon.host
+    daemon, host = engine_for_benchmark()
     work = Path(tempfile.mkdtemp(prefix="hexbuild-bench-"))
     try:
         client = docker.DockerClient(base_url=host, timeout=600)

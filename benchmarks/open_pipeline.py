@@ -42,7 +42,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.infra.docker_engine import DockerDaemon, cache_dir  # noqa: E402
+from tests.infra.docker_engine import cache_dir, engine_for_benchmark  # noqa: E402
 from tests.infra.real_build import SYSROOT, ensure_open_image_on, open_rootfs_cache, tree_copy  # noqa: E402
 from tests.infra.tiny_model import write_tiny_gguf  # noqa: E402
 
@@ -76,12 +76,7 @@ def main() -> int:
 
     import docker
 
-    daemon = None
-    host = os.environ.get("DOCKER_HOST")
-    if not host:
-        daemon = DockerDaemon(cache_dir())
-        daemon.start()
-        host = daemon.host
+    daemon, host = engine_for_benchmark()
     cache = cache_dir()
     work = Path(tempfile.mkdtemp(prefix="open-bench-", dir=cache))
     env = {k: v for k, v in os.environ.items() if not k.startswith("HEXBUILD_")}

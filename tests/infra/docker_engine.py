@@ -165,6 +165,17 @@ class DockerDaemon:
         self.pidfile.unlink(missing_ok=True)
 
 
+def engine_for_benchmark() -> tuple[DockerDaemon | None, str]:
+    """The benchmarks' engine: $DOCKER_HOST when set, else a dockerd of their own on the test
+    cache (the daemon is returned so the caller stops it)."""
+    host = os.environ.get("DOCKER_HOST")
+    if host:
+        return None, host
+    daemon = DockerDaemon(cache_dir())
+    daemon.start()
+    return daemon, daemon.host
+
+
 def _which(program: str) -> str:
     for d in os.environ.get("PATH", "").split(":") + ["/usr/sbin", "/usr/bin", "/sbin"]:
         p = Path(d) / program
