@@ -24,7 +24,7 @@ from typing import Any, Callable
 from ..errors import DeviceLost, EnvironmentMissing, HexbuildError, RemoteFailed, UsageError
 from ..ui import ui
 from . import background, serve_state
-from .install import DEFAULT_MODELS, default_dest, has_npu, installed_tools, read_manifest
+from .install import default_dest, default_models_dir, has_npu, installed_tools, read_manifest
 from .openai_http import health, model_name
 from .request import RunRequest, _prepare, open_target
 
@@ -191,9 +191,8 @@ def start(req: ServeRequest, settings, *, sink: Callable[[bytes], None] | None =
 
 
 def _start(target, req: ServeRequest, settings, sink) -> Server:
-    os_name = getattr(target, "os", "linux")
     dest = target.expand(req.dest or default_dest(target))
-    models_dir = target.expand(req.models_dir or DEFAULT_MODELS.get(os_name, DEFAULT_MODELS["linux"]))
+    models_dir = target.expand(req.models_dir or default_models_dir(target))  # where run looks too
     device_port = req.device_port or req.port
     if target.kind in ("local", "qemu") and device_port != req.port:
         raise UsageError(f"{target.spec} runs the server on this machine: --device-port must equal --port")
