@@ -64,6 +64,7 @@ class ElfInfo:
     soname: str | None
     pie: bool                  # DT_FLAGS_1 has DF_1_PIE
     symbols: dict[str, str]    # queried name → "exported" | "hidden" | "undefined" | "absent"
+    version_needs: tuple[str, ...] = ()  # .gnu.version_r names: GLIBC_2.34, GLIBCXX_3.4.30, ...
 
     @property
     def arch(self) -> str | None:
@@ -173,7 +174,15 @@ def _info(elf, symbols: tuple[str, ...]) -> ElfInfo:
                     pie = bool(tag.entry.d_val & _DF_1_PIE)
     return ElfInfo(machine=machine, bits=elf.elfclass, e_type=str(elf.header.e_type),
                    e_flags=int(elf.header.e_flags), interpreter=interpreter, needed=tuple(needed),
-                   soname=soname, pie=pie, symbols={n: _symbol_state(elf, n) for n in symbols})
+                   soname=soname, pie=pie, symbols={n: _symbol_state(elf, n) for n in symbols},
+                   version_needs=_version_needs(elf))
+
+
+def _version_needs(elf) -> tuple[str, ...]:
+    from elftools.elf.gnuversions import GNUVerNeedSection
+
+    return tuple(aux.name for section in elf.iter_sections() if isinstance(section, GNUVerNeedSection)
+                 for _verneed, auxiliaries in section.iter_versions() for aux in auxiliaries)
 
 
 def _symbol_table(elf, kind: str):

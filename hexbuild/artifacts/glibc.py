@@ -41,25 +41,19 @@ def parse_version(text: str) -> str | None:
 
 def needs(path: Path) -> dict[str, str]:
     """{family: highest version} that the ELF file at ``path`` needs; {} when it needs none
-    (static, not glibc, or not an ELF file)."""
-    from elftools.common.exceptions import ELFError
-    from elftools.elf.elffile import ELFFile
-    from elftools.elf.gnuversions import GNUVerNeedSection
+    (static, not glibc, or not an ELF file). Read through elf.read_elf, so inside
+    elf.parse_once() verify and the manifest share one parse of each file."""
+    from .elf import NotElf, read_elf
 
     by_family: dict[str, list[str]] = {}
     try:
-        with open(path, "rb") as f:
-            elf = ELFFile(f)
-            for section in elf.iter_sections():
-                if not isinstance(section, GNUVerNeedSection):
-                    continue
-                for _verneed, auxiliaries in section.iter_versions():
-                    for aux in auxiliaries:
-                        m = _NAME.match(aux.name)
-                        if m:
-                            by_family.setdefault(m.group(1), []).append(m.group(2))
-    except (ELFError, OSError, ValueError):
+        names = read_elf(path).version_needs
+    except (NotElf, OSError):
         return {}
+    for name in names:
+        m = _NAME.match(name)
+        if m:
+            by_family.setdefault(m.group(1), []).append(m.group(2))
     return {fam: highest(v) for fam, v in by_family.items() if v}
 
 
