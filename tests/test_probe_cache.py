@@ -39,6 +39,26 @@ def test_the_second_connection_uses_what_the_first_learned(docker_host, own_cach
     assert json.loads(own_cache.read_text())[key]["engine"]["ncpu"] == first.info.ncpu
 
 
+def test_an_entry_of_another_shape_is_a_miss(docker_host, own_cache):
+    """What an older or newer hexbuild remembered (a field EngineInfo no longer has, or none of
+    the version digest) is asked for again, not a crash on every connection."""
+    first = DockerEngine.connect(docker_host)
+    first.close()
+    data = json.loads(own_cache.read_text())
+    (key, entry), = data.items()
+    entry["engine"]["a_field_from_another_version"] = 1
+    own_cache.write_text(json.dumps(data))
+    second = DockerEngine.connect(docker_host)
+    second.close()
+    assert second.info == first.info
+    del data[key]["version_digest"]
+    own_cache.write_text(json.dumps(data))
+    third = DockerEngine.connect(docker_host)
+    third.close()
+    assert third.info == first.info
+    assert json.loads(own_cache.read_text())[key]["engine"] == first.info.to_json()  # rewritten whole
+
+
 def test_a_restarted_daemon_is_a_new_key(tmp_path):
     import socket
 

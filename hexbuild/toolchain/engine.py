@@ -120,6 +120,19 @@ class ImageInfo:
         return asdict(self)
 
 
+def _remembered(known: dict | None, version: dict) -> EngineInfo | None:
+    """The remembered EngineInfo when the daemon answers /version as it did then; None for an
+    entry of another shape (written by another hexbuild version), which counts as a miss."""
+    from . import probe_cache
+
+    if not known or known.get("version_digest") != probe_cache.version_digest(version):
+        return None
+    try:
+        return EngineInfo(**known["engine"])
+    except TypeError:
+        return None
+
+
 def engine_info(host: str, version: dict[str, Any], info: dict[str, Any]) -> EngineInfo:
     """What hexbuild needs to know about an engine, from its /version and /info answers.
     Rootless engines list ``name=rootless`` among their security options."""
@@ -169,19 +182,15 @@ class DockerEngine:
             client = docker.from_env(timeout=API_TIMEOUT, environment=env, use_ssh_client=use_ssh,
                                      version=known["api_version"] if known else None)
             version = client.version()
-            if known and known["version_digest"] == probe_cache.version_digest(version):
-                info = None
-            else:
-                info = client.info()
+            engine = _remembered(known, version)
+            info = None if engine is not None else client.info()
         except (DockerException, OSError) as e:
             raise _unreachable(host, e) from None
         except Exception as e:  # requests' connection errors are not DockerException
             if type(e).__module__.startswith(("requests", "urllib3")):
                 raise _unreachable(host, e) from None
             raise
-        if info is None:
-            engine = EngineInfo(**known["engine"])  # type: ignore[index]
-        else:
+        if engine is None:
             engine = engine_info(host, version, info)
             probe_cache.remember(host, version, engine.to_json())
         stream_client = docker.from_env(timeout=None, environment=env, use_ssh_client=use_ssh,
