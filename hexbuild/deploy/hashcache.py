@@ -13,6 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Sequence
 
+from ..paths import cache_root
+
 
 class HashCache:
     """sha256 of local files, remembered across runs in ~/.cache/hexbuild/sha256.json."""
@@ -21,8 +23,7 @@ class HashCache:
     MAX_ENTRIES = 20000
 
     def __init__(self) -> None:
-        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-        self.file = base / "hexbuild" / "sha256.json"
+        self.file = cache_root() / "sha256.json"
         try:
             data = json.loads(self.file.read_text("utf-8"))
             self.data = data if isinstance(data, dict) else {}

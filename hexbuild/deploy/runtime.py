@@ -22,7 +22,7 @@ from typing import Any
 
 from ..errors import DeployFailed, UsageError
 from ..targets.base import Target
-from ..toolchain.sysroot import cache_root
+from ..paths import cache_root
 from .package import Package, PackageFile
 
 RUNTIME_DIR = "runtime"

@@ -19,12 +19,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..paths import state_root
 from .execution import atomic_write
 
 
 def state_dir() -> Path:
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "hexbuild"
+    return state_root()
 
 
 def servers_dir() -> Path:

@@ -45,10 +45,10 @@ def _bytecode_cache(jinja2: Any) -> Any:
     Jinja2 checks each entry against the template's source checksum and its own version and
     Python's; the directory name carries the environment options, which change the code."""
     import os
-    from pathlib import Path
 
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    path = Path(base) / "hexbuild" / f"jinja-{jinja2.__version__}-trim-lstrip-keepnl-v1"
+    from ..paths import cache_root
+
+    path = cache_root() / f"jinja-{jinja2.__version__}-trim-lstrip-keepnl-v1"
     try:
         path.mkdir(parents=True, exist_ok=True, mode=0o700)
         st = path.stat()

@@ -26,7 +26,7 @@ QEMU_NAMES = ("qemu-aarch64", "qemu-aarch64-static")
 
 
 def default_root() -> str:
-    from ..toolchain.sysroot import cache_root
+    from ..paths import cache_root
 
     return str(cache_root() / "qemu" / "llama.cpp")
 

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import EnvironmentMissing, UsageError
+from ..paths import cache_root
 from ..ui import human_size, ui
 
 REPOSITORY = "hexbuild/open-arm64-linux"
@@ -110,8 +111,7 @@ class OpenImage:
 
 
 def cache_dir() -> Path:
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "hexbuild" / "open-toolchain"
+    return cache_root() / "open-toolchain"
 
 
 def find(client: Any, rec: Recipe | None = None) -> dict[str, Any] | None:

@@ -13,12 +13,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from ..paths import cache_root
+
 MAX_ENTRIES = 32
 
 
 def _file() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "hexbuild" / "engines.json"
+    return cache_root() / "engines.json"
 
 
 def socket_key(host: str) -> str | None:

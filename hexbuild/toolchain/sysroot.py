@@ -10,7 +10,6 @@ were linked against — copied out of a container of that image once (Docker SDK
 
 from __future__ import annotations
 
-import os
 import secrets
 import shutil
 import tempfile
@@ -18,16 +17,13 @@ import tarfile
 from pathlib import Path
 
 from ..errors import EnvironmentMissing, UsageError
+from ..paths import cache_root
 from ..ui import ui
 
 OPEN_IMAGE_REPO = "hexbuild/open-arm64-linux"  # hexbuild.toolchain.open_image.REPOSITORY
 IMAGE_RUNTIME = "/usr/aarch64-linux-gnu"
 LOADER = "ld-linux-aarch64.so.1"
 LIB_DIRS = ("lib", "lib/aarch64-linux-gnu", "usr/lib/aarch64-linux-gnu", "lib64", "usr/lib")
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "hexbuild"
 
 
 def loader_of(sysroot: Path) -> Path | None:
