@@ -58,10 +58,6 @@ class Insn:
         self.addr = addr      # the instruction word holding it
         self.text = text
 
-    @property
-    def is_call(self) -> bool:
-        return self.call is not None
-
     def __repr__(self) -> str:
         return f"Insn({self.addr:#x}, {self.text!r})"
 
