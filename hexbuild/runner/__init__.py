@@ -22,10 +22,18 @@ from .install import (DEFAULT_DEST, DEFAULT_MODELS, MANIFEST, PROMPTS_DIR, cpu_o
                       installed_tools, read_manifest)
 from .knobs import KNOB_ALIASES, VERBOSE_KNOBS, knob_env
 from .launch import LAUNCH_SCRIPTS, launch_scripts
-from .proof import check as check_dispatch
 from .request import Prepared, RunRequest, open_target, prepare, run
 from .revision import Revision
 from .templating import render_template, shell_path
+
+
+
+def check_dispatch(record, *, allow_cpu_fallback: bool = False) -> None:
+    """hexbuild.runner.proof.check, imported on use: it loads the results parser."""
+    from .proof import check
+
+    check(record, allow_cpu_fallback=allow_cpu_fallback)
+
 
 __all__ = [
     "BACKEND_OPS_FLAGS", "BENCH_FLAGS", "COMMON_FLAGS", "COMMON_SAME", "DEFAULT_DEST", "DEFAULT_MODELS",

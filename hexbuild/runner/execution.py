@@ -16,7 +16,6 @@ from typing import Any
 from ..errors import HexbuildError, Interrupted
 from ..ui import ui
 from .commands import Invocation
-from .proof import LogWatch, judge
 
 RUN_TIMEOUT = 24 * 3600.0  # a run's default limit: a long generation or a server must not be cut
 
@@ -99,6 +98,8 @@ def execute(target, inv: Invocation, *, results_dir: Path, passthrough: bool = T
             timeout: float | None = None, stem: str | None = None, save_json: bool = True) -> RunRecord:
     """Run an invocation, streaming its output and saving the log (and its JSON result) under
     ``results_dir``; the log is written as it arrives and renamed into place at the end."""
+    from .proof import LogWatch, judge  # the results parser: loaded when a program runs, not by --print
+
     stem = stem or f"{_timestamp()}-{_slug(inv.tool)}-{_slug(target.spec)}"
     results_dir.mkdir(parents=True, exist_ok=True)
     log_path = results_dir / f"{stem}.log"
