@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 _HEX_REGISTRY = re.compile(r"ggml-hex: Hexagon backend .*allocating new registry : ndev (\d+)")
 _HEX_ARCH = re.compile(r"ggml-hex: Hexagon Arch version v(\d+)(?:, DMA64 (enabled|disabled))?")
@@ -70,7 +70,6 @@ class SessionLog:
         self.ndev: int | None = None
         self.arch: int | None = None
         self.dma64: bool | None = None
-        self.forced_single = False
         self.sessions: dict[str, dict[str, Any]] = {}
         self.errors: list[str] = []
         self.positive = False  # the log shows successes too (INFO lines), not only failures
@@ -122,7 +121,6 @@ class SessionLog:
             self.positive = True
             return True
         if _HEX_FORCED.search(line):
-            self.forced_single = True
             self.errors.append(line[line.index("ggml-hex"):].strip())
             return True
         for pattern, stage in _HEX_FAILURES:
@@ -259,9 +257,3 @@ def requested_devices(argv: Sequence[str], env: dict[str, str], tool: str | None
     names = [n.split("[", 1)[0].strip() for n in re.split(r"[,/]", value)]
     return list(dict.fromkeys(n for n in names if HTP_NAME.match(n)))
 
-
-def read(lines: Iterable[str]) -> SessionLog:
-    log = SessionLog()
-    for line in lines:
-        log.feed(line)
-    return log

@@ -68,9 +68,6 @@ while running "$pid" "$since"; do
 done
 exit 0"""
 
-ALIVE = RUNNING + r"""running "$1" "$2" """
-
-
 def start(target, argv: Sequence[str], *, env: dict[str, str], cwd: str, log: str) -> tuple[int, str]:
     """Start ``argv`` on the target in the background: (its PID there, its start time)."""
     res = target.capture(["sh", "-c", START, "sh", log, *argv], env=env, cwd=cwd)
@@ -85,10 +82,6 @@ def start(target, argv: Sequence[str], *, env: dict[str, str], cwd: str, log: st
 def stop(target, pid: int, since: str, *, timeout: float = 30.0) -> None:
     """SIGTERM, then SIGKILL after 10 s; nothing when the PID is gone or is another process."""
     target.capture(["sh", "-c", STOP, "sh", str(pid), since], timeout=timeout)
-
-
-def alive(target, pid: int, since: str) -> bool:
-    return target.capture(["sh", "-c", ALIVE, "sh", str(pid), since]).rc == 0
 
 
 class Watcher:

@@ -66,8 +66,6 @@ class TargetCaps:
     Back-ends that gain a capability add a field here with a False default."""
 
     package_oses: tuple[str, ...] = ("android", "linux")  # packages whose programs it can run
-    deploy: bool = True
-    run: bool = True
     forward: bool = False  # can expose a device TCP port on this machine's loopback
     glibc_check: bool = False  # deploy compares the package's glibc needs with the target's glibc
 

@@ -86,17 +86,11 @@ class Forward:
     def close(self) -> None:
         pass
 
-    def describe(self) -> str:
-        return f"127.0.0.1:{self.local_port} -> device 127.0.0.1:{self.remote_port} ({self.how})"
-
 
 class DirectPort(Forward):
     """The program listens on this machine itself: nothing to carry."""
 
     how = "direct"
-
-    def describe(self) -> str:
-        return f"127.0.0.1:{self.local_port} (the program listens here)"
 
 
 class AdbServerForward(Forward):
