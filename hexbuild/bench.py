@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from . import bench_history, runner
-from .errors import CpuFallback, HexbuildError, Interrupted, RemoteFailed, UsageError
+from .errors import CpuFallback, EnvironmentMissing, HexbuildError, Interrupted, RemoteFailed, UsageError
 from .ui import ui
 
 SCHEMA = "hexbuild.bench/1"
@@ -169,11 +169,10 @@ def csv_text(summary: Sequence[dict[str, Any]]) -> str:
 
 
 def chart_png(summary: Sequence[dict[str, Any]], title: str) -> bytes:
-    """Prompt and eval tokens/s per configuration, side by side (matplotlib, Agg)."""
-    import matplotlib
+    """Prompt and eval tokens/s per configuration, side by side."""
+    from .results.chart import png, pyplot
 
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     multi = _varies(summary)
     panels = [("prompt", "prompt processing (tokens/s)"), ("eval", "generation (tokens/s)")]
@@ -203,10 +202,7 @@ def chart_png(summary: Sequence[dict[str, Any]], title: str) -> bytes:
         title += f" · {summary[0]['model']}"
     fig.suptitle(title + (f"\nbars: median of {n} runs; whiskers: min–max" if n > 1 else ""), fontsize=10)
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
-    plt.close(fig)
-    return buf.getvalue()
+    return png(fig)
 
 
 @dataclass
@@ -329,8 +325,13 @@ def write_outputs(out: Path, req: BenchRequest, rows, runs, summary, failures, h
     runner.atomic_write(files["csv"], csv_text(summary))
     runner.atomic_write(files["markdown"], md)
     if summary:
-        files["chart"] = out / "results.png"
-        runner.atomic_write(files["chart"], chart_png(summary, f"llama-bench on {', '.join(req.targets)}"))
+        try:
+            chart = chart_png(summary, f"llama-bench on {', '.join(req.targets)}")
+        except EnvironmentMissing as e:
+            ui.warn(f"no chart: {e.message} ({e.hint})")
+        else:
+            files["chart"] = out / "results.png"
+            runner.atomic_write(files["chart"], chart)
     step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if step_summary:
         with open(step_summary, "a", encoding="utf-8") as f:

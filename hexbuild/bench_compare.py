@@ -12,7 +12,6 @@ themselves scatter.
 
 from __future__ import annotations
 
-import io
 import json
 import statistics
 from dataclasses import dataclass
@@ -20,7 +19,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from . import bench_history
-from .errors import RegressionFound, UsageError
+from .errors import EnvironmentMissing, RegressionFound, UsageError
+from .ui import ui
 
 SCHEMA = "hexbuild.bench-compare/1"
 KEYS = ("device", "target", "model", "sessions", "devices", "batch", "ubatch", "threads", "test")
@@ -171,10 +171,9 @@ def markdown(result: dict[str, Any]) -> str:
 
 def chart_png(result: dict[str, Any]) -> bytes:
     """The speedup of each group with its noise as a whisker, 1.0 and the threshold marked."""
-    import matplotlib
+    from .results.chart import png, pyplot
 
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     rows = result["rows"]
     names = [" · ".join(str(r[k]) for k in result["by"] if r[k] is not None) for r in rows]
@@ -191,10 +190,7 @@ def chart_png(result: dict[str, Any]) -> bytes:
     ax.set_title(f"{result['candidate']} vs {result['baseline']}", fontsize=9)
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
-    plt.close(fig)
-    return buf.getvalue()
+    return png(fig)
 
 
 def run_compare(*, db: Path, baseline: str, candidate: str, by: str | None, fail_below: float | None,
@@ -213,7 +209,11 @@ def run_compare(*, db: Path, baseline: str, candidate: str, by: str | None, fail
     result["files"] = {k: str(v) for k, v in files.items()}
     atomic_write(files["json"], json.dumps(result, indent=2) + "\n")
     atomic_write(files["markdown"], md)
-    atomic_write(files["chart"], chart_png(result))
+    try:  # the regression gate below must not depend on the optional chart extra
+        atomic_write(files["chart"], chart_png(result))
+    except EnvironmentMissing as e:
+        ui.warn(f"no chart: {e.message} ({e.hint})")
+        del files["chart"], result["files"]["chart"]
     if os.environ.get("GITHUB_STEP_SUMMARY"):
         with open(os.environ["GITHUB_STEP_SUMMARY"], "a", encoding="utf-8") as f:
             f.write(f"### hexbuild bench compare\n\n{md}\n")

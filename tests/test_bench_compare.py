@@ -125,3 +125,21 @@ def test_bad_comparisons(cli, tmp_path, builds):
     bogus.write_text("{}")
     r = cli("bench", "compare", "--db", str(db), "--baseline", str(bogus), "--candidate", "b7000-base")
     assert r.rc == 2 and "not a hexbuild bench results.json" in r.err and "Traceback" not in r.err
+
+
+def test_the_gate_holds_without_the_chart_extra(cli, tmp_path, builds, monkeypatch):
+    """matplotlib is an optional extra: without it the comparison skips its chart with a warning
+    and the --fail-below gate still decides the exit code."""
+    import sys
+
+    db = tmp_path / "h.sqlite"
+    bench(cli, tmp_path, builds["base"], builds["models"], db, "base")
+    bench(cli, tmp_path, builds["slow"], builds["models"], db, "slow")
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
+    out = tmp_path / "cmp"
+    r = cli("--json", "bench", "compare", "--db", str(db), "--baseline", "b7000-base", "--candidate", "b7001",
+            "--fail-below", "0.95", "--out", str(out))
+    assert r.rc == 11, r.err
+    assert "no chart: charts need matplotlib" in r.err and "hexbuild[chart]" in r.err
+    assert not (out / "compare.png").exists() and (out / "compare.json").is_file()
+    assert "chart" not in r.json["error"]["details"]["result"]["files"]

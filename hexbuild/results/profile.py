@@ -240,15 +240,9 @@ def csv_text(doc: dict[str, Any]) -> str:
 
 def chart_png(doc: dict[str, Any], *, bars: int = 20) -> bytes:
     """Horizontal bars of total µs per op group (the top ``bars``); matplotlib is loaded only here."""
-    try:
-        import matplotlib
+    from .chart import png, pyplot
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:  # pragma: no cover - the chart extra is not installed
-        from ..errors import EnvironmentMissing
-
-        raise EnvironmentMissing("--chart needs matplotlib", hint="pip install 'hexbuild[chart]'") from None
+    plt = pyplot()
     rows = doc["ops"][:bars][::-1]
     labels = [f"{r['op']} {r['dims'][:40]} {r['types'][:24]}" for r in rows]
     fig, ax = plt.subplots(figsize=(10, 0.35 * len(rows) + 1.2))
@@ -257,7 +251,4 @@ def chart_png(doc: dict[str, Any], *, bars: int = 20) -> bytes:
     ax.set_xlabel("total µs")
     ax.set_title(f"{Path(doc['source']).name}: time per op group (top {len(rows)})", fontsize=9)
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
-    plt.close(fig)
-    return buf.getvalue()
+    return png(fig)
