@@ -171,10 +171,16 @@ def target_context(target: Any, dest: str) -> dict[str, Any]:
 
 
 def model_sha256(target: Any, path: str | None) -> str | None:
-    """The model file's sha256, computed where it lives (toybox and coreutils have sha256sum)."""
+    """The model file's sha256: the one deploy recorded while the file is unchanged, else computed
+    where it lives (toybox and coreutils have sha256sum), since a model can be gigabytes."""
     if not path:
         return None
+    from .deploy.models import recorded_sha256
+
     try:
+        recorded = recorded_sha256(target, path)
+        if recorded:
+            return recorded
         res = target.capture(["sh", "-c", f"sha256sum {shlex.quote(path)}"], timeout=MODEL_HASH_TIMEOUT)
     except Exception:  # the hash is a label: a target that cannot compute it still benchmarks
         return None

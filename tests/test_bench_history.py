@@ -3,6 +3,7 @@ device, model and configuration; concurrent writers lose nothing. Benches run en
 local: target whose llama-bench is the fake that prints genuine llama-bench JSONL."""
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -118,3 +119,24 @@ def test_results_json_rows_match_the_database(cli, tmp_path, install):
     keys = ("revision", "package_sha256", "model_sha256", "sessions", "test", "avg_ts", "bench_id")
     assert [{k: x[k] for k in keys} for x in from_file] == [{k: x[k] for k in keys} for x in from_db]
     assert json.loads((tmp_path / "o" / "results.json").read_text())["bench_id"] == from_db[0]["bench_id"]
+
+
+def test_a_models_hash_is_read_from_deploys_record_while_the_file_is_unchanged(tmp_path, install):
+    """A model can be gigabytes: the hash deploy recorded (size and mtime as listed now) is used;
+    a file changed since is hashed where it lives."""
+    import hashlib
+
+    from hexbuild.deploy.models import MODELS_INDEX
+    from hexbuild.targets import parse_target
+
+    _, models = install
+    model = models / "a.gguf"
+    planted = "f" * 64  # not the file's hash: shows that the record was read
+    with parse_target(f"local:{tmp_path / 'x'}") as target:
+        f = target.list_files(str(models), hashes=False)["a.gguf"]
+        index = models / MODELS_INDEX
+        index.parent.mkdir()
+        index.write_text(json.dumps({"a.gguf": {"size": f.size, "mtime": f.mtime, "sha256": planted}}))
+        assert bench_history.model_sha256(target, str(model)) == planted
+        os.utime(model, (f.mtime + 10, f.mtime + 10))
+        assert bench_history.model_sha256(target, str(model)) == hashlib.sha256(b"GGUF model a").hexdigest()

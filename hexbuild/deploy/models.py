@@ -62,6 +62,17 @@ class ModelPlan:
         return sum(m.size for m in self.push)
 
 
+def recorded_sha256(target: Target, path: str) -> str | None:
+    """The sha256 deploy recorded for the model at ``path`` (its models directory's index), when
+    the file is unchanged since (same size and mtime); None otherwise."""
+    models_dir, name = posixpath.split(path)
+    rec = _manifest_of_index(target.read_file(posixpath.join(models_dir, MODELS_INDEX))).get(name) or {}
+    if not rec.get("sha256"):
+        return None
+    f = target.list_files(models_dir, hashes=False).get(name)
+    return rec["sha256"] if f is not None and rec.get("size") == f.size and rec.get("mtime") == f.mtime else None
+
+
 def plan_models(target: Target, models_dir: str, models: list[Model]) -> ModelPlan:
     plan = ModelPlan(models_dir)
     if not models:
