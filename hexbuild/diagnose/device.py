@@ -41,13 +41,18 @@ def arch_number(arch: str | None) -> int | None:
 
 
 def package_manifest(package: str | Path | None) -> dict[str, Any] | None:
-    """A local package's manifest (``PKG/manifest.json``, files listed), or its file list made
-    on the spot when it has none."""
+    """A local package's metadata (``PKG/manifest.json``) with its files' sizes and sha256, read
+    the way deploy reads a package: hashes through deploy's cache, not all of them again."""
     if package is None:
         return None
-    from ..artifacts.manifest import build_manifest, require_package_dir
+    from ..artifacts.manifest import require_package_dir
+    from ..deploy.package import load_package
 
-    return build_manifest(require_package_dir(Path(package)))
+    pkg = load_package(require_package_dir(Path(package)))
+    try:
+        return {**pkg.meta, "files": [{"path": rel, "size": f.size, "sha256": f.sha256} for rel, f in pkg.files.items()]}
+    finally:
+        pkg.close()
 
 
 def _files(manifest: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
