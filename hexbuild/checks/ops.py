@@ -67,15 +67,14 @@ def summarize(lines: list[str]) -> dict[str, Any]:
     return {"by_op": rows, **{k: sum(g[k] for g in rows) for k in ("passed", "failed", "not_supported", "skipped")}}
 
 
-def _device_run(target, req: OpsRequest, settings, name: str, logs: Path) -> dict[str, Any]:
+def _device_run(target, req: OpsRequest, name: str, logs: Path) -> dict[str, Any]:
     extra = ["test-backend-ops", "test", "-o", ",".join(req.ops), "-b", name]
     regex = types_regex(req.types)
     if regex:
         extra += ["-p", regex]
-    prepared = runner.prepare(runner.RunRequest(kind="tool", target=req.target, dest=req.dest,
-                                                models_dir=req.models_dir, ndev=req.ndev, devices=req.devices,
-                                                extra=extra), settings)
-    prepared.target.close()
+    prepared = runner.prepare_on(target, runner.RunRequest(kind="tool", target=req.target, dest=req.dest,
+                                                           models_dir=req.models_dir, ndev=req.ndev,
+                                                           devices=req.devices, extra=extra))
     stem = f"test-ops-{runner._slug(name)}"
     try:
         record = runner.execute(target, prepared.invocation, results_dir=logs, passthrough=False,
@@ -107,22 +106,20 @@ def _device_run(target, req: OpsRequest, settings, name: str, logs: Path) -> dic
 
 
 def run(req: OpsRequest, settings) -> dict[str, Any]:
-    prepared = runner.prepare(runner.RunRequest(kind="tool", target=req.target, dest=req.dest,
-                                                models_dir=req.models_dir, ndev=req.ndev, devices=req.devices,
-                                                extra=["test-backend-ops"]), settings)
-    prepared.target.close()
-    names = [] if prepared.invocation.cpu_only else list(prepared.sessions)
     out = Path(req.out or Path(settings["run.results_dir"]) / f"test-ops-{runner._timestamp()}")
     devices: list[dict[str, Any]] = []
     start = time.monotonic()
-    if names:
-        with runner.open_target(req.target, settings) as target:
-            for name in names:
-                ui.info(f"test-backend-ops on {req.target} {name}: {','.join(req.ops)} "
-                        f"{','.join(req.types) or 'all types'}")
-                devices.append(_device_run(target, req, settings, name, out / "logs"))
-                d = devices[-1]
-                ui.info(f"{name}: {d['passed']} passed, {d['failed']} failed, {d['not_supported']} not supported")
+    with runner.open_target(req.target, settings) as target:  # one connection for every session
+        prepared = runner.prepare_on(target, runner.RunRequest(kind="tool", target=req.target, dest=req.dest,
+                                                               models_dir=req.models_dir, ndev=req.ndev,
+                                                               devices=req.devices, extra=["test-backend-ops"]))
+        names = [] if prepared.invocation.cpu_only else list(prepared.sessions)
+        for name in names:
+            ui.info(f"test-backend-ops on {req.target} {name}: {','.join(req.ops)} "
+                    f"{','.join(req.types) or 'all types'}")
+            devices.append(_device_run(target, req, name, out / "logs"))
+            d = devices[-1]
+            ui.info(f"{name}: {d['passed']} passed, {d['failed']} failed, {d['not_supported']} not supported")
     reason = None if names else (f"nothing was tested: the package on {req.target} has no HTP session "
                                  "(CPU only), and test-backend-ops compares HTP sessions with the CPU")
     failed = [d for d in devices if d["verdict"] != "passed"]

@@ -56,7 +56,7 @@ def read_ppl(text: str) -> tuple[float | None, float | None, int]:
     return None, None, 0
 
 
-def _one(target, req: PplRequest, settings, *, cpu: bool, logs: Path) -> dict[str, Any]:
+def _one(target, req: PplRequest, *, cpu: bool, logs: Path) -> dict[str, Any]:
     label = "cpu" if cpu else "htp"
     args = ["llama-perplexity"]
     if req.chunks:
@@ -68,8 +68,7 @@ def _one(target, req: PplRequest, settings, *, cpu: bool, logs: Path) -> dict[st
     model = req.reference_model if cpu and req.reference_model else req.model  # -m from the models dir
     rr = runner.RunRequest(kind="tool", target=req.target, dest=req.dest, models_dir=req.models_dir,
                            ndev=req.ndev, devices=req.devices, model=model, extra=args, prompt_file=req.text)
-    prepared = runner.prepare(rr, settings)
-    prepared.target.close()
+    prepared = runner.prepare_on(target, rr)
     inv = prepared.invocation
     text_path = prepared.prompt_upload[1] if prepared.prompt_upload else req.text
     if prepared.prompt_upload:
@@ -98,9 +97,9 @@ def run(req: PplRequest, settings) -> dict[str, Any]:
     start = time.monotonic()
     with runner.open_target(req.target, settings) as target:
         ui.info(f"llama-perplexity on {req.target}: the HTP sessions")
-        htp = _one(target, req, settings, cpu=False, logs=out / "logs")
+        htp = _one(target, req, cpu=False, logs=out / "logs")
         ui.info(f"llama-perplexity on {req.target}: the CPU (GGML_HEXAGON_NDEV=0, --device none)")
-        cpu = _one(target, req, settings, cpu=True, logs=out / "logs")
+        cpu = _one(target, req, cpu=True, logs=out / "logs")
     reason, diff = None, None
     for r in (htp, cpu):
         if reason is None and r["ppl"] is None:

@@ -22,7 +22,7 @@ from .install import (DEFAULT_DEST, DEFAULT_MODELS, MANIFEST, PROMPTS_DIR, cpu_o
                       installed_tools, read_manifest)
 from .knobs import KNOB_ALIASES, VERBOSE_KNOBS, knob_env
 from .launch import LAUNCH_SCRIPTS, launch_scripts
-from .request import Prepared, RunRequest, open_target, prepare, run
+from .request import Prepared, RunRequest, open_target, prepare, prepare_on, run
 from .revision import Revision
 from .templating import render_template, shell_path
 
@@ -42,6 +42,6 @@ __all__ = [
     "RunRecord", "RunRequest", "Sessions", "atomic_write", "check_args", "check_dispatch", "check_sessions",
     "cpu_only", "default_dest", "default_models_dir",
     "execute", "flag_table", "given_groups", "htp_arch_number", "installed_tools", "knob_env",
-    "launch_scripts", "model_path", "open_target", "prepare", "read_manifest", "render",
+    "launch_scripts", "model_path", "open_target", "prepare", "prepare_on", "read_manifest", "render",
     "render_template", "resolve_tool", "run", "sessions", "shell_path",
 ]

@@ -62,13 +62,14 @@ def prepare(req: RunRequest, settings, *, offline_ok: bool = False) -> Prepared:
     understands."""
     target = open_target(req.target, settings)
     try:
-        return _prepare(target, req, offline_ok=offline_ok)
+        return prepare_on(target, req, offline_ok=offline_ok)
     except BaseException:
         target.close()
         raise
 
 
-def _prepare(target, req: RunRequest, *, offline_ok: bool) -> Prepared:
+def prepare_on(target, req: RunRequest, *, offline_ok: bool = False) -> Prepared:
+    """``prepare`` on a target the caller has open (and closes): one connection for several runs."""
     os_name = getattr(target, "os", "android") or "android"
     dest = req.dest or default_dest(target)
     models_dir = req.models_dir or default_models_dir(target)

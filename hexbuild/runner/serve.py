@@ -26,7 +26,7 @@ from ..ui import ui
 from . import background, serve_state
 from .install import default_dest, default_models_dir, has_npu, installed_tools, read_manifest
 from .openai_http import health, model_name
-from .request import RunRequest, _prepare, open_target
+from .request import RunRequest, open_target, prepare_on
 
 DEFAULT_PORT = 8080  # llama-server's own default
 READY_TIMEOUT = 600.0  # a large model takes minutes to load and repack
@@ -229,7 +229,7 @@ def _start(target, req: ServeRequest, settings, sink) -> Server:
     run_req = RunRequest(kind="server", target=req.target, dest=dest, models_dir=models_dir, ndev=req.ndev,
                          devices=req.devices, model=model, knobs=req.knobs, extra=extra, threads=req.threads,
                          ubatch=req.ubatch)
-    inv = _prepare(target, run_req, offline_ok=False).invocation
+    inv = prepare_on(target, run_req).invocation
 
     device_log = posixpath.join(posixpath.dirname(dest.rstrip("/")) or "/", ".hexbuild-serve", f"{device_port}.log")
     local_log = serve_state.log_path(req.port)
