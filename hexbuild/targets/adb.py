@@ -72,6 +72,9 @@ class AdbTarget(ShellTarget):
         except AdbTimeout as e:
             raise RemoteFailed(f"{self.spec}: the device did not answer ({e})",
                                hint="check the cable/network; adb reconnect") from None
+        except AdbStreamClosed as e:  # any stream: a shell, a push, a forwarded connection
+            raise RemoteFailed(f"{self.spec}: lost the connection to the device ({e}): "
+                               "it rebooted, or the cable or network dropped") from None
         except AdbError as e:
             raise self._translate(str(e)) from None
 
@@ -158,15 +161,7 @@ class AdbTarget(ShellTarget):
         ui.command(self._display_prefix(serial) + ["shell", command])
         t = timeout or self.default_timeout
         shell = self.client.shell_v2 if self._supports_v2() else self.client.shell_v1
-
-        def watched(*args, **kw):
-            try:
-                return shell(*args, **kw)
-            except AdbStreamClosed as e:
-                raise RemoteFailed(f"{self.spec}: lost the connection to the device ({e}): "
-                                   "it rebooted, or the cable or network dropped") from None
-
-        return self._call(watched, serial, command, timeout=t, on_output=on_output)
+        return self._call(shell, serial, command, timeout=t, on_output=on_output)
 
     def _display_prefix(self, serial: str) -> list[str]:
         return ["adb", "-s", serial]
