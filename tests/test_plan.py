@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hexbuild import errors
-from hexbuild.plan_rules import PlanRules
+from hexbuild.plan.rules import PlanRules
 from hexbuild.plan import (DEFAULT_VMEM, balance, llama_assign, make_plan, min_max_cap, parse_size,
                            ratios_for, read_gguf_header, read_model, split_ends)
 
@@ -474,7 +474,7 @@ def k_quant_model(tmp_path_factory) -> Path:
 
 
 def test_rules_are_read_from_each_tree(tree_0_3_20, tree_0_3_28, tree_0_3_36):
-    from hexbuild.plan_rules import read_rules
+    from hexbuild.plan.rules import read_rules
 
     old, mid, new = read_rules(tree_0_3_20), read_rules(tree_0_3_28), read_rules(tree_0_3_36)
     assert old.repack_types == ["IQ4_NL", "MXFP4", "Q4_0", "Q8_0"] and old.row_limit == 16384 and old.vmem is None
@@ -490,7 +490,7 @@ def test_rules_of_a_tree_follow_its_source(tmp_path, tree_0_3_28):
     """The rules come from the code, not the version: lifting the limit in a copy lifts it."""
     import shutil
 
-    from hexbuild.plan_rules import BACKEND_FILE, read_rules
+    from hexbuild.plan.rules import BACKEND_FILE, read_rules
 
     copy = tmp_path / "llama.cpp"
     shutil.copytree(tree_0_3_28 / "ggml" / "src" / "ggml-hexagon", copy / "ggml" / "src" / "ggml-hexagon")
@@ -597,3 +597,54 @@ def test_rules_flags_conflict_and_bad_source(k_quant_model, cli, tmp_path, tree_
     assert rc == errors.USAGE and "not a llama.cpp checkout" in err
     rc, out, err = run_cli(cli, "plan", "-m", str(k_quant_model), "--htp-row-limit", "-1")
     assert rc == errors.USAGE and "--htp-row-limit" in err
+
+
+def test_devices_name_virtual_sessions_in_the_revisions_vocabulary(k_quant_model, cli, tree_0_3_28, tree_0_3_36):
+    """From the 0.3.32 tree sessions can be virtual (HTP0:1: a second session on physical HTP0),
+    opened by GGML_HEXAGON_DEVICES; plan --devices names them in its table, env, --device and
+    command. A revision without that variable refuses such names in one line."""
+    devices = "HTP0:0,HTP0:1,HTP0:2"
+    rc, out, err = run_cli(cli, "plan", "-m", str(k_quant_model), "--source", str(tree_0_3_36), "--json",
+                           "--devices", devices)
+    assert rc == 0, err
+    data = json.loads(out)
+    assert data["ndev"] == 3 and data["devices"] == devices.split(",")
+    assert [s["device"] for s in data["sessions"]] == devices.split(",")
+    assert data["env"] == {"GGML_HEXAGON_DEVICES": devices}
+    assert data["args"][data["args"].index("--device") + 1] == devices
+    assert data["bench_args"][data["bench_args"].index("-dev") + 1] == "HTP0:0/HTP0:1/HTP0:2"
+    assert data["command"].startswith(f"GGML_HEXAGON_DEVICES={devices} llama-cli ")
+    assert data["rules"]["device_selection"] == {"ndev_var": "GGML_HEXAGON_NDEV",
+                                                 "devices_var": "GGML_HEXAGON_DEVICES"}
+    assert len(data["tensor_split"]) == 3 and sum(data["per_session_bytes"]) > 0
+    rc, out, err = run_cli(cli, "plan", "-m", str(k_quant_model), "--source", str(tree_0_3_36), "--devices", devices)
+    assert rc == 0 and "HTP0:1" in out and f"GGML_HEXAGON_DEVICES={devices} " in out
+
+    # a count under the newer tree: its own variable (NDEV is deprecated there); the older tree: NDEV
+    rc, out, err = run_cli(cli, "plan", "-m", str(k_quant_model), "--source", str(tree_0_3_36), "--json", "--ndev", "2")
+    assert rc == 0 and json.loads(out)["env"] == {"GGML_HEXAGON_DEVICES": "2"}
+    rc, out, err = run_cli(cli, "plan", "-m", str(k_quant_model), "--source", str(tree_0_3_28), "--json", "--ndev", "2")
+    assert rc == 0 and json.loads(out)["env"] == {"GGML_HEXAGON_NDEV": "2"}
+
+    rc, out, err = run_cli(cli, "plan", "-m", str(k_quant_model), "--source", str(tree_0_3_28), "--devices", "HTP0:1")
+    assert rc == errors.USAGE and "GGML_HEXAGON_DEVICES" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) <= 2  # the line and its hint
+    rc, out, err = run_cli(cli, "plan", "-m", str(k_quant_model), "--devices", "HTP0,HTP0")
+    assert rc == errors.USAGE and "listed twice" in err
+    rc, out, err = run_cli(cli, "plan", "-m", str(k_quant_model), "--devices", "HTP0", "--ndev", "2")
+    assert rc == errors.USAGE and "not both" in err
+    rc, out, err = run_cli(cli, "plan", "-m", str(k_quant_model), "--devices", ",".join(f"HTP{i}" for i in range(10)))
+    assert rc == errors.USAGE and "10 sessions for 9 layers" in err
+
+
+def test_the_device_selection_travels_in_the_manifest(tree_0_3_36):
+    """A package or device manifest keeps the selection beside the plan rules (llama_cpp.device_selection)."""
+    from hexbuild.build import revision_facts
+    from hexbuild.plan.rules import rules_from_manifest
+    from hexbuild.source import read_source
+
+    facts = revision_facts(read_source(tree_0_3_36))
+    assert "device_selection" not in facts["plan_rules"]
+    rules = rules_from_manifest(json.loads(json.dumps(facts)), "package")
+    assert rules.device_selection == {"ndev_var": "GGML_HEXAGON_NDEV", "devices_var": "GGML_HEXAGON_DEVICES"}
+    assert rules_from_manifest({"plan_rules": facts["plan_rules"]}, "package").device_selection is None

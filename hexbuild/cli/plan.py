@@ -18,6 +18,7 @@ def plan(
     vmem: Optional[str] = typer.Option(None, "--vmem", help="Memory one HTP session can map: 3.5GiB (default), 3584MiB, bytes."),
     max_ndev: Optional[int] = typer.Option(None, "--max-ndev", help="Most sessions to use (default 16)."),
     ndev: Optional[int] = typer.Option(None, "--ndev", help="Use exactly this many sessions instead of the fewest that fit."),
+    devices: Optional[str] = typer.Option(None, "--devices", help="Name the sessions, e.g. HTP0:0,HTP0:1 (virtual sessions, newer revisions); fixes their number."),
     htp_row_limit: Optional[int] = typer.Option(None, "--htp-row-limit", help="Override the revision's row limit: weights with more rows stay on the CPU (0: none)."),
     program: str = typer.Option("llama-cli", "--program", help="Program named in the printed command."),
 ) -> None:
@@ -27,13 +28,13 @@ def plan(
     limit), read from --source, --package or --target; without one, the newest known rules
     are assumed and the plan says so."""
     from ..plan import plan_model, render
-    from ..plan_rules_lookup import resolve_rules
+    from ..plan.rules_lookup import resolve_rules
     from ..ui import ui
 
     settings = common.settings(**{"deploy.dest": dest}) if target else None
     rules = resolve_rules(source=source, package=package, target=target, settings=settings,
                           dest=settings["deploy.dest"] if settings else None)
-    result = plan_model(model, rules=rules, vmem=vmem, max_ndev=max_ndev, ndev=ndev, row_limit=htp_row_limit,
+    result = plan_model(model, rules=rules, vmem=vmem, max_ndev=max_ndev, ndev=ndev, devices=devices, row_limit=htp_row_limit,
                         program=program)
     ui.result(result, render(result))
 

@@ -9,6 +9,8 @@ read from that revision's ggml-hexagon.cpp, never from a table of versions.
   ``ggml_nrows(src0) > 16 * 1024`` ("typically the lm-head"), which then stay on the CPU; 0 when
   the tree has no such test (0.3.32 on).
 * the per-session VA budget knob ``GGML_HEXAGON_VMEM`` (MiB) and its default, where it exists.
+* how sessions are named: ``GGML_HEXAGON_NDEV`` (HTP0..N-1) and, from the 0.3.32 tree,
+  ``GGML_HEXAGON_DEVICES`` (a count or a list, virtual sessions such as HTP0:1 included).
 
 The rules travel in the package manifest and the device manifest (``llama_cpp.plan_rules``),
 so a plan for a package or a deployed target needs no checkout.
@@ -24,6 +26,7 @@ from typing import Any, Mapping
 BACKEND_FILE = "ggml/src/ggml-hexagon/ggml-hexagon.cpp"
 HTP_OPS_HEADER = "ggml/src/ggml-hexagon/htp/htp-ops.h"
 VMEM_KNOB = "GGML_HEXAGON_VMEM"
+NDEV_VAR, DEVICES_VAR = "GGML_HEXAGON_NDEV", "GGML_HEXAGON_DEVICES"
 
 _TYPE_RE = re.compile(r"GGML_TYPE_([A-Z0-9_]+)")
 _IS_REPACK_RE = re.compile(r"bool\s+ggml_hexagon_is_repack_type\s*\([^)]*\)\s*\{(.*?)\n\}", re.S)
@@ -42,13 +45,15 @@ class PlanRules:
     row_limit: int                     # 0: no limit
     vmem: dict[str, Any] | None = None  # {"env", "unit", "default_bytes"} when the revision has the knob
     origin: str = "assumed"            # source | package | target | assumed
+    device_selection: dict[str, str | None] | None = None  # {"ndev_var", "devices_var"}; None: unknown
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
     def manifest_json(self) -> dict[str, Any]:
-        """What the package manifest keeps (where they came from is said when they are read)."""
-        return {k: v for k, v in self.to_json().items() if k != "origin"}
+        """What the package manifest keeps (where they came from is said when they are read; the
+        manifest records the device selection beside them, as ``llama_cpp.device_selection``)."""
+        return {k: v for k, v in self.to_json().items() if k not in ("origin", "device_selection")}
 
 
 # When plan is given no revision: those of the newest tree hexbuild knows (0.3.36). They count
@@ -78,8 +83,10 @@ def read_rules(root: Path | str, revision: str | None = None) -> PlanRules | Non
         except OSError:
             pass
         vmem = {"env": VMEM_KNOB, "unit": "MiB" if _VMEM_MIB_RE.search(text) else "bytes", "default_bytes": default}
+    selection = {"ndev_var": NDEV_VAR if f'"{NDEV_VAR}"' in text else None,
+                 "devices_var": DEVICES_VAR if f'"{DEVICES_VAR}"' in text else None}
     return PlanRules(revision=revision or _ggml_version(root), repack_types=types, row_limit=row_limit,
-                     vmem=vmem, origin="source")
+                     vmem=vmem, origin="source", device_selection=selection)
 
 
 def rules_from_manifest(llama_cpp: Mapping[str, Any] | None, origin: str) -> PlanRules | None:
@@ -88,10 +95,13 @@ def rules_from_manifest(llama_cpp: Mapping[str, Any] | None, origin: str) -> Pla
     if not isinstance(data, Mapping) or not isinstance(data.get("repack_types"), list):
         return None
     row_limit = data.get("row_limit")
+    selection = (llama_cpp or {}).get("device_selection")
     return PlanRules(revision=data.get("revision") or (llama_cpp or {}).get("revision"),
                      repack_types=[str(t) for t in data["repack_types"]],
                      row_limit=row_limit if isinstance(row_limit, int) and row_limit >= 0 else 0,
-                     vmem=data.get("vmem") if isinstance(data.get("vmem"), Mapping) else None, origin=origin)
+                     vmem=data.get("vmem") if isinstance(data.get("vmem"), Mapping) else None, origin=origin,
+                     device_selection={"ndev_var": selection.get("ndev_var"), "devices_var": selection.get("devices_var")}
+                     if isinstance(selection, Mapping) else None)
 
 
 def _repack_types(text: str) -> list[str]:

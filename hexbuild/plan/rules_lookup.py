@@ -1,5 +1,5 @@
 """Where `plan` reads a revision's rules from: a checkout (--source), a package's manifest
-(--package) or the manifest deployed on a target (--target). Apart from hexbuild/plan_rules.py,
+(--package) or the manifest deployed on a target (--target). Apart from hexbuild/plan/rules.py,
 which only reads rules, because these readers need the checkout reader, the runner and the
 targets, which themselves carry the rules."""
 
@@ -8,14 +8,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .plan_rules import ASSUMED, BACKEND_FILE, PlanRules, read_rules, rules_from_manifest
+from .rules import ASSUMED, BACKEND_FILE, PlanRules, read_rules, rules_from_manifest
 
 
 def resolve_rules(*, source: str | None = None, package: str | None = None, target: str | None = None,
                   settings: Any = None, dest: str | None = None) -> PlanRules:
     """The rules of a checkout (--source), a package (--package: its manifest) or what is
     deployed on a target (--target: its device manifest); ASSUMED when none is given."""
-    from .errors import UsageError
+    from ..errors import UsageError
 
     given = [n for n, v in (("--source", source), ("--package", package), ("--target", target)) if v]
     if len(given) > 1:
@@ -30,8 +30,8 @@ def resolve_rules(*, source: str | None = None, package: str | None = None, targ
 
 
 def _source_rules(root: Path) -> PlanRules:
-    from .errors import UsageError
-    from .source import _revision, is_checkout
+    from ..errors import UsageError
+    from ..source import _revision, is_checkout
 
     if not root.is_dir() or not is_checkout(root):
         raise UsageError(f"{root} is not a llama.cpp checkout (no ggml/, include/llama.h and CMakeLists.txt)",
@@ -46,7 +46,7 @@ def _package_rules(path: Path) -> PlanRules:
     import json
     import tarfile
 
-    from .errors import UsageError
+    from ..errors import UsageError
 
     meta: Any = None
     try:
@@ -72,9 +72,9 @@ def _package_rules(path: Path) -> PlanRules:
 
 
 def _target_rules(spec: str, settings: Any, dest: str | None) -> PlanRules:
-    from .errors import UsageError
-    from .runner.install import MANIFEST, default_dest, read_manifest
-    from .targets import parse_target
+    from ..errors import UsageError
+    from ..runner.install import MANIFEST, default_dest, read_manifest
+    from ..targets import parse_target
 
     target = parse_target(spec, settings)
     try:
