@@ -13,9 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from .data import toml
 from .errors import ConfigError
-
-from .data import tomllib
 
 
 @dataclass(frozen=True)
@@ -193,6 +192,7 @@ def _flatten(table: Mapping[str, Any], where: str, prefix: str = "") -> dict[str
 
 def read_file(path: Path) -> dict[str, Any]:
     """The dotted settings in a hexbuild.toml, or in a pyproject.toml's [tool.hexbuild]."""
+    tomllib = toml()
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -216,8 +216,15 @@ def find_config_file(source_dir: Path) -> Path | None:
     pyproject = source_dir / "pyproject.toml"
     if pyproject.is_file():
         try:
-            data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError):
+            text = pyproject.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
+        if "hexbuild" not in text:
+            return None  # someone else's pyproject: not worth a TOML parse on every command
+        tomllib = toml()
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError:
             return None  # someone else's pyproject; only ours must parse
         if "hexbuild" in data.get("tool", {}):
             return pyproject

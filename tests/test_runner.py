@@ -237,6 +237,45 @@ def test_templates_refuse_undefined_variables():
         runner.render_template("commands/cli.j2", tool="llama-cli")
 
 
+def test_a_render_seen_before_is_read_back_without_jinja2(tmp_path):
+    """The second process that renders the same template with the same context reads the render
+    back (a repeated `hexbuild run` does not import Jinja2) and gets the same text."""
+    import os
+    import sys
+
+    code = ("import sys; from hexbuild.runner.templating import render_template as r; "
+            "print(repr(r('commands/_env.j2', lib='/x y', session_env={'GGML_HEXAGON_NDEV': '2'}, knobs={}))); "
+            "print('jinja2' in sys.modules)")
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
+    runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
+            for _ in range(2)]
+    assert runs[0].splitlines()[1] == "True" and runs[1].splitlines()[1] == "False"
+    assert runs[0].splitlines()[0] == runs[1].splitlines()[0]
+    assert "GGML_HEXAGON_NDEV" in runs[0] and "/x y" in runs[0]
+    assert len(list((tmp_path / "hexbuild" / "renders-v1").iterdir())) == 1
+
+
+def test_render_cache_keys_are_exact_and_private(tmp_path, monkeypatch):
+    """An entry is used only under its whole key (the context and the size and mtime of every
+    template, of jinja2 and of the filters), and never from a directory others can write."""
+    from hexbuild.runner.templating import RenderCache
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    cache = RenderCache()
+    stamp = cache._sources_stamp()
+    assert "commands/cli.j2" in stamp and "launch/_base.sh.j2" in stamp and "jinja2" in stamp
+    key = cache.key("commands/cli.j2", {"a": 1})
+    assert key is not None and cache.get(key) is None
+    cache.put(key, "tool \"x\"\n")
+    assert cache.get(key) == "tool \"x\"\n"
+    assert cache.get(cache.key("commands/cli.j2", {"a": 2})) is None
+    cache._stamp = stamp.replace("cli.j2:", "cli.j2:9")  # the template changed size
+    assert cache.get(cache.key("commands/cli.j2", {"a": 1})) is None
+    assert cache.key("commands/cli.j2", {"a": object()}) is None  # not JSON: rendered every time
+    cache.root.chmod(0o777)
+    assert cache.get(key) is None
+
+
 # -- launch scripts ------------------------------------------------------------------------------
 def test_launch_scripts_for_each_tool_the_revision_builds(new_facts):
     scripts = runner.launch_scripts(facts=new_facts, dest=DEST, models_dir=MODELS, ndev=2, os="android",

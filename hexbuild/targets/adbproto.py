@@ -55,9 +55,13 @@ Connector = Callable[[float], Stream]  # timeout -> a fresh connection to the ad
 
 
 def tcp_connector(host: str, port: int) -> Connector:
+    # getaddrinfo encodes a str host with the idna codec (stringprep, unicodedata: a few ms of
+    # imports on every run); an ASCII name or address as bytes needs none of it.
+    address = host.encode("ascii") if host.isascii() else host
+
     def connect(timeout: float) -> Stream:
         try:
-            s = socket.create_connection((host, port), timeout=timeout)
+            s = socket.create_connection((address, port), timeout=timeout)
         except OSError as e:
             raise AdbConnectError(f"no adb server at {host}:{port} ({e.strerror or e})") from None
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

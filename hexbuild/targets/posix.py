@@ -8,8 +8,8 @@ Transports (adb, ssh, local) only supply ``run``, ``push``, ``read_file`` and ``
 
 from __future__ import annotations
 
+import os
 import re
-import secrets
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -251,7 +251,7 @@ class ShellTarget(Target):
 
     def temp_name(self, remote: str) -> str:
         p = PurePosixPath(remote)
-        return str(p.with_name(f".{p.name}.hexbuild-{secrets.token_hex(4)}"))
+        return str(p.with_name(f".{p.name}.hexbuild-{os.urandom(4).hex()}"))
 
     # -- probing ------------------------------------------------------------------------------
     def installed(self, dest: str) -> dict | None:
