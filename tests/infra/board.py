@@ -159,6 +159,21 @@ class VirtualBoard:
         return self.root / inside.lstrip("/")
 
 
+def _chroot_parent() -> Path:
+    """Where the board's mount point goes: in the test cache when every directory above it is
+    root-owned and writable by root alone (sshd refuses a ChrootDirectory under anything else,
+    such as a cache on /var/tmp), else under /run, which is."""
+    base = cache_dir() / "board-mnt"
+    base.mkdir(mode=0o755, parents=True, exist_ok=True)
+    for d in [base, *base.parents]:
+        st = d.stat()
+        if st.st_uid != 0 or st.st_mode & 0o022:
+            base = Path("/run/hexbuild-tests-board")
+            base.mkdir(mode=0o755, exist_ok=True)
+            break
+    return base
+
+
 def start_board(d: Path, root: Path) -> VirtualBoard:
     from tests.infra.devices import _need, free_port, wait_port
 
@@ -175,7 +190,7 @@ def start_board(d: Path, root: Path) -> VirtualBoard:
     upper, work = d / "upper", d / "work"
     # the mount point, empty on this machine (the overlay lives in sshd's namespace only), must be
     # on a root-owned path no one else can write, which a world-writable /tmp is not
-    merged = cache_dir() / "board-mnt" / f"{os.getpid()}-{secrets.token_hex(3)}"
+    merged = _chroot_parent() / f"{os.getpid()}-{secrets.token_hex(3)}"
     for p in (upper, work, merged):
         p.mkdir(mode=0o755, parents=True)
     # sshd checks that every component of ChrootDirectory is root-owned and not group/other writable
