@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import UsageError
-from .plan.rules import read_rules
+from .plan_rules import read_rules
 
 DOCS_DIRS = ("docs/backend/snapdragon", "docs/backend/hexagon")
 HEXAGON_DIR = "ggml/src/ggml-hexagon"
@@ -50,7 +50,7 @@ class SourceFacts:
     scripts: list[str] = field(default_factory=list)
     tools: list[str] = field(default_factory=list)
     conventions: dict[str, dict[str, str] | None] = field(default_factory=lambda: {o: None for o in OSES})
-    plan_rules: dict[str, Any] | None = None  # what a session holds: hexbuild/plan/rules.py
+    plan_rules: dict[str, Any] | None = None  # what a session holds: hexbuild/plan_rules.py
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

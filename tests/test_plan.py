@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hexbuild import errors
-from hexbuild.plan.rules import PlanRules
+from hexbuild.plan_rules import PlanRules
 from hexbuild.plan import (DEFAULT_VMEM, balance, llama_assign, make_plan, min_max_cap, parse_size,
                            ratios_for, read_gguf_header, read_model, split_ends)
 
@@ -474,7 +474,7 @@ def k_quant_model(tmp_path_factory) -> Path:
 
 
 def test_rules_are_read_from_each_tree(tree_0_3_20, tree_0_3_28, tree_0_3_36):
-    from hexbuild.plan.rules import read_rules
+    from hexbuild.plan_rules import read_rules
 
     old, mid, new = read_rules(tree_0_3_20), read_rules(tree_0_3_28), read_rules(tree_0_3_36)
     assert old.repack_types == ["IQ4_NL", "MXFP4", "Q4_0", "Q8_0"] and old.row_limit == 16384 and old.vmem is None
@@ -490,7 +490,7 @@ def test_rules_of_a_tree_follow_its_source(tmp_path, tree_0_3_28):
     """The rules come from the code, not the version: lifting the limit in a copy lifts it."""
     import shutil
 
-    from hexbuild.plan.rules import BACKEND_FILE, read_rules
+    from hexbuild.plan_rules import BACKEND_FILE, read_rules
 
     copy = tmp_path / "llama.cpp"
     shutil.copytree(tree_0_3_28 / "ggml" / "src" / "ggml-hexagon", copy / "ggml" / "src" / "ggml-hexagon")
@@ -640,7 +640,7 @@ def test_devices_name_virtual_sessions_in_the_revisions_vocabulary(k_quant_model
 def test_the_device_selection_travels_in_the_manifest(tree_0_3_36):
     """A package or device manifest keeps the selection beside the plan rules (llama_cpp.device_selection)."""
     from hexbuild.build import revision_facts
-    from hexbuild.plan.rules import rules_from_manifest
+    from hexbuild.plan_rules import rules_from_manifest
     from hexbuild.source import read_source
 
     facts = revision_facts(read_source(tree_0_3_36))

@@ -8,13 +8,32 @@ The build, deploy and release stages use this API:
 - ``build_manifest(pkg, meta=None) -> dict`` and ``write_manifest(pkg, meta=None)`` (PKG/manifest.json)
 - ``write_package(pkg, out, meta=None) -> PackageResult(path, sha256, size, manifest)``
 - ``inspect`` (a subpackage, imported on demand): what the NPU code does, from the binary alone
+
+Each name is imported from its module on first use (PEP 562), so a command that needs one
+function (the build plan reads the HTP versions) does not load the tarball writer and verify.
 """
 
-from .elf import ElfInfo, NotElf, hexagon_arch, read_elf
-from .manifest import build_manifest, load_meta, package_os, require_package_dir, write_manifest
-from .tarball import PackageResult, default_name, write_package
-from .verify import Check, VerifyReport, parse_htp_versions, system_libs, verify_package
+from __future__ import annotations
 
-__all__ = ["Check", "ElfInfo", "NotElf", "PackageResult", "VerifyReport", "build_manifest", "default_name",
-           "hexagon_arch", "load_meta", "package_os", "parse_htp_versions", "require_package_dir", "read_elf", "system_libs",
-           "verify_package", "write_manifest", "write_package"]
+import importlib
+from typing import Any
+
+_WHERE = {
+    "ElfInfo": "elf", "NotElf": "elf", "hexagon_arch": "elf", "read_elf": "elf",
+    "build_manifest": "manifest", "load_meta": "manifest", "package_os": "manifest",
+    "require_package_dir": "manifest", "write_manifest": "manifest",
+    "PackageResult": "tarball", "default_name": "tarball", "write_package": "tarball",
+    "Check": "verify", "VerifyReport": "verify", "parse_htp_versions": "elf", "system_libs": "verify",
+    "verify_package": "verify",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 
 ELF_MAGIC = b"\x7fELF"
 EM_QDSP6 = 164
@@ -216,3 +216,23 @@ HTP_NAME = re.compile(r"^libggml-htp-(v\d+)\.so$")
 def htp_key(version: str) -> int:
     """``"v79"`` → 79, to sort HTP versions."""
     return int(version[1:])
+
+
+_VERSION = re.compile(r"^[vV]?(\d{2,3})$")
+
+
+def parse_htp_versions(values: Iterable[str]) -> list[str]:
+    """``["v73,79", "V81"]`` → ``["v73", "v79", "v81"]``; UsageError on anything else."""
+    from ..errors import UsageError
+
+    out: set[str] = set()
+    for value in values:
+        for item in value.split(","):
+            item = item.strip()
+            if not item:
+                continue
+            m = _VERSION.match(item)
+            if not m:
+                raise UsageError(f"unknown HTP version {item!r}: expected vNN, e.g. v73 or v79")
+            out.add(f"v{m.group(1)}")
+    return sorted(out, key=htp_key)

@@ -13,37 +13,21 @@ import os as _os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from ..errors import UsageError
-from .elf import HTP_NAME, ElfInfo, NotElf, htp_key, is_elf, read_elf
+from .elf import HTP_NAME, ElfInfo, NotElf, htp_key, is_elf, parse_htp_versions, read_elf
 
 OSES = ("android", "linux")
 HOST_LIB = "libggml-hexagon.so"
 SKEL_SYMBOL = "htp_iface_skel_handle_invoke"  # what the FastRPC loader asks for (skel URI)
 MATMUL_SYMBOL = "op_matmul"                    # the matmul entry point with the HVX Q4_0 path
 _SHARED_NAME = re.compile(r"\.so(\.\d+)*$")
-_VERSION = re.compile(r"^[vV]?(\d{2,3})$")
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 _A_PROGRAM = {"android": "an Android program", "linux": "a Linux program"}
 _OS_NAME = {"android": "Android", "linux": "Linux"}
 PACKAGE = "(package)"
-
-
-def parse_htp_versions(values: Iterable[str]) -> list[str]:
-    """``["v73,79", "V81"]`` → ``["v73", "v79", "v81"]``; UsageError on anything else."""
-    out: set[str] = set()
-    for value in values:
-        for item in value.split(","):
-            item = item.strip()
-            if not item:
-                continue
-            m = _VERSION.match(item)
-            if not m:
-                raise UsageError(f"unknown HTP version {item!r}: expected vNN, e.g. v73 or v79")
-            out.add(f"v{m.group(1)}")
-    return sorted(out, key=htp_key)
 
 
 @dataclass(frozen=True)

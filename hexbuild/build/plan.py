@@ -99,7 +99,7 @@ class BuildPlan:
 
 def plan_build(options: BuildOptions) -> BuildPlan:
     """Everything the build will do, decided from the options and the checkout. No side effects."""
-    from ..artifacts import parse_htp_versions
+    from ..artifacts.elf import parse_htp_versions
     from ..source import read_source
 
     _check_choice("--os", options.os, OSES)

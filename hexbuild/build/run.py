@@ -21,7 +21,7 @@ from ..ui import ui
 from .container import container_spec, default_user, local_command, resolve_transfer
 from .options import BuildOptions, _passthrough
 from .plan import BuildPlan, plan_build
-from .publish import BuildResult, _hand_over, _numeric_user, finish
+from .publish import BuildResult, _hand_over, _numeric_user, finish, preload_checks
 
 
 @contextmanager
@@ -99,6 +99,7 @@ def _run_docker(plan: BuildPlan, start: float) -> BuildResult:
                     xfer.copy_out(api, cid, f"{WORKSPACE}/{staging}", (plan.root / staging).parent)
 
             hooks = {"before_start": before_start, "after_exit": after_exit}
+        preload_checks()
         rc, log = _execute(plan, lambda lg: engine.run(spec, lg, keep=opts.keep_container, **hooks),
                            container=container)
         _hand_over([log.path], user)
@@ -153,6 +154,7 @@ def _run_local(plan: BuildPlan, start: float) -> BuildResult:
     env.update(_passthrough(plan.options.env_passthrough)[0])
     try:
         _prepare(plan)
+        preload_checks()
         rc, log = _execute(plan, lambda lg: LocalEngine().run(local_command(plan), cwd=plan.root, env=env, log=lg))
     except KeyboardInterrupt:
         raise Interrupted("interrupted; the build was stopped") from None

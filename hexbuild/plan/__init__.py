@@ -18,7 +18,7 @@ How llama.cpp places layers (src/llama-model.cpp, load_tensors, 0.3.20 and 0.3.3
   repeating tensors without a layer number (token_embd_norm, rope_freqs, rope_factors_*) are
   created for layer 0.
 
-Which bytes count against a session follows the revision's rules (hexbuild/plan/rules.py,
+Which bytes count against a session follows the revision's rules (hexbuild/plan_rules.py,
 read from its ggml-hexagon.cpp: a checkout, a package's or a deployed target's manifest):
 weights of the types the backend repacks go to the session's REPACK buffer; up to the 0.3.28
 tree its matmul refuses weights with more than 16384 rows ("typically the lm-head"), which
@@ -61,7 +61,7 @@ from typing import Any
 from ..errors import UsageError
 from .gguf_layout import Layer, ModelLayout, read_gguf_header, read_model
 from .render import mib, render
-from .rules import ASSUMED, PlanRules
+from ..plan_rules import ASSUMED, PlanRules
 from .split import balance, bytes_per_session, llama_assign, min_max_cap, ratios_for, split_ends
 
 __all__ = ["DEFAULT_MAX_NDEV", "DEFAULT_VMEM", "LLAMA_MAX_DEVICES", "Layer", "ModelLayout", "balance", "llama_assign",

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ParseFailed, UsageError
-from .rules import ASSUMED, PlanRules
+from ..plan_rules import ASSUMED, PlanRules
 
 INPUT_TENSORS = frozenset({"token_embd", "pos_embd", "token_types", "per_layer_token_embd",
                            "masked_embd_centroids", "masked_embd_ordering"})

@@ -1,5 +1,5 @@
 """Where `plan` reads a revision's rules from: a checkout (--source), a package's manifest
-(--package) or the manifest deployed on a target (--target). Apart from hexbuild/plan/rules.py,
+(--package) or the manifest deployed on a target (--target). Apart from hexbuild/plan_rules.py,
 which only reads rules, because these readers need the checkout reader, the runner and the
 targets, which themselves carry the rules."""
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .rules import ASSUMED, BACKEND_FILE, PlanRules, read_rules, rules_from_manifest
+from ..plan_rules import ASSUMED, BACKEND_FILE, PlanRules, read_rules, rules_from_manifest
 
 
 def resolve_rules(*, source: str | None = None, package: str | None = None, target: str | None = None,
