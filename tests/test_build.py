@@ -144,7 +144,7 @@ def test_bad_input_is_one_line_and_exit_2(args, expect):
 
 
 def test_digest_pinned_image_is_accepted(tmp_path):
-    from hexbuild.toolchain.engine import is_digest_pinned
+    from hexbuild.toolchain.images import is_digest_pinned
 
     src = fixture_copy(tmp_path, owner=None)
     ref = "registry.test/snapdragon-toolchain/arm64-android@sha256:" + "0123456789abcdef" * 4

@@ -14,7 +14,8 @@ import pytest
 from hexbuild.errors import EnvironmentMissing, UsageError
 from hexbuild.toolchain import commands as cmds
 from hexbuild.toolchain.buildlog import BuildLog, diagnose, known_failures
-from hexbuild.toolchain.engine import DockerEngine, _follow_pull, is_remote
+from hexbuild.toolchain.engine import DockerEngine, is_remote
+from hexbuild.toolchain.images import _follow_pull
 from hexbuild.toolchain.presets import USER_PRESETS, PresetsCopy, plan_presets, preset_names
 from hexbuild.toolchain.spec import ContainerSpec, Mount
 from hexbuild.ui import ui

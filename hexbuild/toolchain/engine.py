@@ -3,73 +3,30 @@
 ``DockerEngine.connect()`` talks to the engine ``DOCKER_HOST`` names (default: the local
 socket) and probes it once into ``EngineInfo``: version, API version, OS/arch, rootless, remote.
 Everything else hexbuild does with containers goes through this one object: finding or pulling
-the toolchain image (pull progress is the low-level event stream, whose in-band ``error``
-chunks raise), the compiler-cache volume, and running one build container whose exit status
-comes from ``wait()`` while a thread streams its log.
+the toolchain image (hexbuild/toolchain/images.py), the compiler-cache volume, and running one
+build container whose exit status comes from ``wait()`` while a thread streams its log.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import os
-import re
-import sys
 import threading
-import types
 from dataclasses import asdict, dataclass
 from typing import Any, Callable
 from urllib.parse import urlparse
 
-from ..errors import BuildFailed, EnvironmentMissing, HexbuildError
+from ..errors import BuildFailed, EnvironmentMissing
 from ..ui import ui
+from . import images
 from .buildlog import BuildLog
+from .docker_sdk import api_message, import_docker
+from .images import ImageInfo
 from .spec import CACHE_DIR, PLATFORM, ContainerSpec
 
 DEFAULT_HOST = "unix:///var/run/docker.sock"
 VOLUME_MARKER = ".hexbuild-volume"
 API_TIMEOUT = 60        # seconds for ordinary API calls
-PULL_TIMEOUT = 600      # seconds without a pull event before giving up
-_DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
-_LAYER = re.compile(r"[0-9a-f]{12}")
-
-
-def import_docker(*, ssh: bool = False) -> Any:
-    """The docker package. docker-py's ssh transport does `import paramiko` (which imports
-    cryptography and invoke) whether or not an ssh:// host is used: half of its 0.3 s import
-    here. So paramiko is imported lazily: `import paramiko` gets a stand-in module that imports
-    the real one on its first attribute use, which only an ssh:// engine (or an ssh target)
-    makes. docker keeps its ssh support; nothing is hidden."""
-    if not ssh:
-        defer_import("paramiko")
-    import docker
-
-    return docker
-
-
-class _Deferred(types.ModuleType):
-    """A module imported on its first attribute use; then the real one replaces it in
-    sys.modules. (importlib's LazyLoader would not do: in Python 3.11 the import statement
-    itself reads ``__spec__._initializing`` and so runs the module at once.)"""
-
-    def __getattr__(self, attr: str) -> Any:
-        import importlib
-
-        with _DEFER_LOCK:
-            if sys.modules.get(self.__name__) is self:
-                del sys.modules[self.__name__]
-            real = importlib.import_module(self.__name__)
-        return getattr(real, attr)
-
-
-_DEFER_LOCK = threading.Lock()
-
-
-def defer_import(name: str) -> None:
-    import importlib.util
-
-    if name in sys.modules or importlib.util.find_spec(name) is None:
-        return  # imported already, or not installed (docker-py then has no ssh:// support)
-    sys.modules[name] = _Deferred(name)
 
 
 def docker_host(env: dict[str, str] | os._Environ = os.environ) -> str:
@@ -102,19 +59,6 @@ class EngineInfo:
     arch: str
     rootless: bool
     ncpu: int
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
-class ImageInfo:
-    reference: str
-    digest: str      # RepoDigests entry, or the image ID for a local-only image
-    id: str
-    os: str
-    arch: str
-    pulled: bool
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -206,61 +150,12 @@ class DockerEngine:
             except Exception:
                 pass
 
-    # -- images -----------------------------------------------------------------------------
+    # -- images (hexbuild/toolchain/images.py) --------------------------------------------------
     def ensure_image(self, ref: str, policy: str) -> ImageInfo:
-        """The toolchain image, pulled as ``policy`` says (missing|always|never), checked to
-        be linux/amd64. EnvironmentMissing when it is absent and cannot be pulled."""
-        from docker.errors import ImageNotFound
-
-        try:  # also for "always": a failed pull then says what the engine has
-            local = self.client.api.inspect_image(ref)
-        except ImageNotFound:
-            local = None
-        if local is not None and policy != "always" and _platform(local) == PLATFORM:
-            return _image_info(ref, local, pulled=False)
-        if policy == "never":
-            if local is not None:
-                raise EnvironmentMissing(f"image {ref} is {_platform(local)}; the toolchain needs {PLATFORM}",
-                                         hint=f"pull the {PLATFORM} image, or allow it with --pull missing")
-            raise EnvironmentMissing(f"image {ref} is not on the Docker engine and --pull never forbids pulling it",
-                                     hint=f"docker pull --platform {PLATFORM} {ref} (or docker load -i FILE), "
-                                          "or --pull missing")
-        self.pull(ref, local=local)
-        try:
-            pulled = self.client.api.inspect_image(ref)
-        except ImageNotFound:
-            raise EnvironmentMissing(f"image {ref} is still missing after pulling it") from None
-        if _platform(pulled) != PLATFORM:
-            raise EnvironmentMissing(f"image {ref} is {_platform(pulled)}; the toolchain needs {PLATFORM}")
-        return _image_info(ref, pulled, pulled=True)
+        return images.ensure_image(self.client.api, ref, policy)
 
     def pull(self, ref: str, *, local: dict[str, Any] | None = None) -> None:
-        """Pull ``ref`` for linux/amd64. ``local`` is the engine's own copy (its inspect
-        answer), if it has one: the error then says why that copy was not enough."""
-        from docker.errors import APIError, DockerException
-        from docker.utils import parse_repository_tag
-
-        repo, tag = parse_repository_tag(ref)
-        ui.command(["docker", "pull", "--platform", PLATFORM, ref])
-        ui.info(f"pulling {ref} ({PLATFORM})")
-        failed = lambda why: _pull_failed(ref, local, why)  # noqa: E731
-        api = self.client.api
-        api_timeout, api.timeout = api.timeout, PULL_TIMEOUT  # a large layer extracts quietly for a while
-        try:
-            events = api.pull(repo, tag=tag or "latest", stream=True, decode=True, platform=PLATFORM)
-            _follow_pull(events, failed)
-        except APIError as e:
-            raise failed(_api_message(e)) from None
-        except HexbuildError:
-            raise
-        except (DockerException, OSError) as e:
-            raise failed(str(e).splitlines()[0] if str(e) else type(e).__name__) from None
-        except Exception as e:
-            if type(e).__module__.startswith(("requests", "urllib3")):
-                raise failed(str(e).splitlines()[0]) from None
-            raise
-        finally:
-            api.timeout = api_timeout
+        images.pull(self.client.api, ref, local=local)
 
     # -- the compiler cache -------------------------------------------------------------------
     def ensure_volume(self, name: str, image: str, *, purpose: str = "ccache") -> None:
@@ -339,7 +234,7 @@ class DockerEngine:
                 full = api.logs(ref, stdout=True, stderr=True, stream=False)
             except APIError as e:  # removed meanwhile by someone else on the engine (docker rm -f, prune)
                 raise BuildFailed(f"the build container {spec.name} was removed from outside while it ran "
-                                  f"(exit status {rc}): {_api_message(e)}",
+                                  f"(exit status {rc}): {api_message(e)}",
                                   hint="something else on the Docker engine removes containers; run the build "
                                        "again (the build directory keeps what was compiled)") from None
             if not done.is_set():
@@ -373,7 +268,7 @@ class DockerEngine:
 
 
 def _refused(e: Exception, spec: ContainerSpec) -> EnvironmentMissing:
-    msg = _api_message(e)
+    msg = api_message(e)
     if "bind source path does not exist" in msg or "invalid mount config" in msg:
         return EnvironmentMissing(
             f"the Docker engine cannot see the checkout ({msg}): it runs on another machine or in another "
@@ -384,18 +279,6 @@ def _refused(e: Exception, spec: ContainerSpec) -> EnvironmentMissing:
                               hint=f"the same container by hand: {spec.docker_run_line()}")
 
 
-def _pull_failed(ref: str, local: dict[str, Any] | None, why: str) -> EnvironmentMissing:
-    hint = (f"docker pull --platform {PLATFORM} {ref} where the registry is reachable "
-            "(or docker load -i FILE), or pass --image with an image the engine has")
-    if local is None:
-        return EnvironmentMissing(f"image {ref} is not on the Docker engine and pulling it failed: {why}", hint=hint)
-    if _platform(local) != PLATFORM:
-        return EnvironmentMissing(
-            f"image {ref} on the Docker engine is {_platform(local)}, and pulling it failed: {why}", hint=hint)
-    return EnvironmentMissing(f"image {ref} is on the Docker engine, but --pull always needs a fresh pull and "
-                              f"pulling it failed: {why}", hint=f"--pull missing builds with the engine's copy; {hint}")
-
-
 def _pump(stream: Any, log: BuildLog, done: threading.Event) -> None:
     try:
         for chunk in stream:
@@ -403,54 +286,3 @@ def _pump(stream: Any, log: BuildLog, done: threading.Event) -> None:
         done.set()
     except Exception:
         pass  # closed under us, or the daemon went away: wait() reports what happened
-
-
-def _follow_pull(events: Any, failed: Callable[[str], HexbuildError]) -> None:
-    """Draw one progress task per layer from the pull's event stream; raise on ``error``."""
-    with ui.progress() as progress:
-        tasks: dict[str, int] = {}
-        totals: dict[str, float] = {}
-        for ev in events:
-            if not isinstance(ev, dict):
-                continue
-            if "error" in ev:
-                detail = ev.get("errorDetail") or {}
-                raise failed(str(detail.get("message") or ev["error"]).strip())
-            layer = ev.get("id")
-            status = str(ev.get("status", ""))
-            if not layer or not _LAYER.fullmatch(layer):  # whole-image events ("Pulling from ...")
-                if status:
-                    ui.detail(status)
-                continue
-            if layer not in tasks:
-                tasks[layer] = progress.add_task(f"layer {layer}", total=None)
-            detail = ev.get("progressDetail") or {}
-            if status.startswith("Downloading") and detail.get("total"):
-                totals[layer] = float(detail["total"])
-                progress.update(tasks[layer], completed=detail.get("current", 0), total=totals[layer])
-            elif status in ("Download complete", "Pull complete", "Already exists"):
-                total = totals.get(layer, 1.0)
-                progress.update(tasks[layer], completed=total, total=total)
-
-
-def _platform(attrs: dict[str, Any]) -> str:
-    return f"{attrs.get('Os', '?')}/{attrs.get('Architecture', '?')}"
-
-
-def _image_info(ref: str, attrs: dict[str, Any], *, pulled: bool) -> ImageInfo:
-    digests = attrs.get("RepoDigests") or []
-    repo = ref.split("@", 1)[0]
-    name = repo.rsplit(":", 1)[0] if ":" in repo.rsplit("/", 1)[-1] else repo
-    digest = next((d for d in digests if d.split("@", 1)[0] == name), digests[0] if digests else attrs["Id"])
-    return ImageInfo(reference=ref, digest=digest, id=attrs["Id"], os=attrs.get("Os", ""),
-                     arch=attrs.get("Architecture", ""), pulled=pulled)
-
-
-def _api_message(e: Exception) -> str:
-    explanation = getattr(e, "explanation", None)
-    text = explanation if isinstance(explanation, str) and explanation else str(e)
-    return text.strip().splitlines()[0] if text.strip() else type(e).__name__
-
-
-def is_digest_pinned(ref: str) -> bool:
-    return bool(_DIGEST.search(ref))
