@@ -34,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from hexbuild.runner.openai_http import chat  # noqa: E402
+from hexbuild.serve.openai_http import chat  # noqa: E402
 from tests.infra.devices import free_port, new_device, start_adb_server, start_sshd, stop_sshd  # noqa: E402
 from tests.infra.runner_tools import make_install  # noqa: E402
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from hexbuild.runner import serve_state as state_mod
+from hexbuild.serve import state as state_mod
 from tests.infra.devices import free_port
 from tests.test_run_device import populate
 
@@ -198,7 +198,7 @@ def test_server_killed_mid_request(cli, serve_state, local_install, tiny_gguf, t
     assert r.rc == 0, r.err
     pid = r.json["pid"]
     from hexbuild.errors import RemoteFailed
-    from hexbuild.runner.openai_http import chat
+    from hexbuild.serve.openai_http import chat
 
     got = []
 

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from hexbuild.runner import serve_state as state_mod
+from hexbuild.serve import state as state_mod
 from tests.infra.devices import free_port
 from tests.test_serve import pid_alive, port_free
 

@@ -33,7 +33,7 @@ serve_app = typer.Typer(cls=ServeGroup, invoke_without_command=True, no_args_is_
 def _request(s, *, package, port, device_port, ctx_size, ndev, devices, allow_cpu_fallback, ready_timeout, knobs,
              extra, stream_log):
     from ..errors import UsageError
-    from ..runner.serve import DEFAULT_PORT, ServeRequest
+    from ..serve.server import DEFAULT_PORT, ServeRequest
 
     if not s["run.target"]:
         raise UsageError("no target: give --target T (adb, adb:SERIAL, ssh://HOST, local:DIR, …) or set run.target")
@@ -72,7 +72,7 @@ def serve_command(
     Subcommands: status, stop."""
     if ctx.invoked_subcommand is not None:
         return
-    from ..runner import serve, serve_control
+    from ..serve import control as serve_control, server as serve
     from ..ui import ui
 
     s = common.settings(**{"run.target": target, "run.model": model, "deploy.dest": dest,
@@ -102,7 +102,7 @@ def _ready_text(rec: dict) -> str:
 @serve_app.command("status")
 def status_command() -> None:
     """What hexbuild serve has running: target, ports, device PID, state."""
-    from ..runner import serve_control
+    from ..serve import control as serve_control
     from ..ui import ui
 
     rows = serve_control.status()
@@ -132,7 +132,7 @@ def stop_command(
 ) -> None:
     """Stop servers (also those whose supervisor or forward died): the device process by its
     PID, the forward, the record."""
-    from ..runner import serve_control
+    from ..serve import control as serve_control
     from ..ui import ui
 
     s = common.settings()
@@ -157,7 +157,7 @@ def chat_command(
 ) -> None:
     """Chat with the model through a running hexbuild server on the target, or one started for
     the chat (stopped afterwards). Prints time to first token and tokens/s after each answer."""
-    from ..runner.chat import ChatOptions, run_chat
+    from ..serve.chat import ChatOptions, run_chat
 
     s = common.settings(**{"run.target": target, "run.model": model})
     req = _request(s, package=package, port=port, device_port=None, ctx_size=ctx_size, ndev=ndev, devices=None,

@@ -22,7 +22,7 @@ def serve_state(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_STATE_HOME", str(state))
     yield state / "hexbuild" / "servers"
     from hexbuild.config import load
-    from hexbuild.runner import serve_control
+    from hexbuild.serve import control as serve_control
 
     leftovers = serve_control.select(target=None, port=None, all_=True)
     pids = [r.get("pid") for r in leftovers if isinstance(r, dict)]

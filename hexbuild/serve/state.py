@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..paths import state_root
-from .execution import atomic_write
+from ..runner.execution import atomic_write
 
 
 def state_dir() -> Path:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from ..errors import HexbuildError
 from ..ui import ui
-from . import serve, serve_control
+from . import control as serve_control, server as serve
 from .openai_http import Answer, chat
 
 

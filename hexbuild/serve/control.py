@@ -1,7 +1,7 @@
 """``serve --detach``, ``serve status`` and ``serve stop``: servers that outlive the command.
 
 ``--detach`` runs the very same supervisor as a foreground ``serve`` (serve.start + supervise),
-in a process of its own session (``python -m hexbuild.runner.serve_daemon``), so a forward that
+in a process of its own session (``python -m hexbuild.serve.daemon``), so a forward that
 lives in hexbuild (an SSH tunnel, an adb stream) keeps living; the command streams the start-up
 log, returns once the server is ready and leaves its record in the state directory.
 ``serve stop`` asks the supervisor to stop (SIGTERM: the same clean-up as Ctrl-C) and, when the
@@ -21,10 +21,11 @@ import time
 from typing import Any
 
 from ..errors import EnvironmentMissing, HexbuildError, UsageError
+from ..runner import background
 from ..ui import ui
-from . import background, serve_state
+from . import state as serve_state
 from .openai_http import health
-from .serve import ServeRequest
+from .server import ServeRequest
 
 
 def _rebuild_error(doc: dict[str, Any]) -> HexbuildError:
@@ -49,7 +50,7 @@ def detach(req: ServeRequest, settings, *, stream: bool = True, timeout: float |
            "result": str(result_file)}
     request_file.write_text(json.dumps(doc))
     with open(serve_state.supervisor_log_path(req.port), "ab") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "hexbuild.runner.serve_daemon", str(request_file)],
+        proc = subprocess.Popen([sys.executable, "-m", "hexbuild.serve.daemon", str(request_file)],
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True, close_fds=True)
     ui.detail(f"supervisor PID {proc.pid}; its log: {serve_state.supervisor_log_path(req.port)}")
@@ -99,7 +100,7 @@ def _copy_new(path, offset: int) -> int:
     except OSError:
         return offset
     if data:
-        from .serve import stderr_sink
+        from .server import stderr_sink
 
         stderr_sink(data)
     return offset + len(data)

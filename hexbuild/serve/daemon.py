@@ -1,5 +1,5 @@
 """The supervisor of a ``hexbuild serve --detach`` server, run as
-``python -m hexbuild.runner.serve_daemon REQUEST.json`` in a session of its own.
+``python -m hexbuild.serve.daemon REQUEST.json`` in a session of its own.
 
 It is a foreground ``serve`` without a terminal: it starts the server, writes the outcome of
 the start to the result file named in the request (the waiting command reads it), then
@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 
 from ..errors import HexbuildError
+from ..runner.execution import atomic_write
 from ..ui import ui
-from .execution import atomic_write
-from .serve import ServeRequest, start, supervise
+from .server import ServeRequest, start, supervise
 
 
 def _terminate(signum, frame):

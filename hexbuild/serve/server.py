@@ -22,11 +22,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import DeviceLost, EnvironmentMissing, HexbuildError, RemoteFailed, UsageError
+from ..runner import background
+from ..runner.install import default_dest, default_models_dir, has_npu, installed_tools, read_manifest
+from ..runner.request import RunRequest, open_target, prepare_on
 from ..ui import ui
-from . import background, serve_state
-from .install import default_dest, default_models_dir, has_npu, installed_tools, read_manifest
+from . import state as serve_state
 from .openai_http import health, model_name
-from .request import RunRequest, open_target, prepare_on
 
 DEFAULT_PORT = 8080  # llama-server's own default
 READY_TIMEOUT = 600.0  # a large model takes minutes to load and repack
@@ -141,7 +142,7 @@ def dispatch_proof(startup_log: str, inv, *, target: str, log: str, allow_cpu_fa
     (exit 12) unless ``allow_cpu_fallback``. Returns the verdict for the server's record."""
     from types import SimpleNamespace
 
-    from .proof import LogWatch, check, judge
+    from ..runner.proof import LogWatch, check, judge
 
     watch = LogWatch(log, announce=False)
     watch.feed("stdout", startup_log.encode("utf-8", "replace"))
