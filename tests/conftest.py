@@ -7,7 +7,16 @@ from pathlib import Path
 
 pytest_plugins = [f"tests.infra.{m.name}" for m in pkgutil.iter_modules([str(Path(__file__).parent / "infra")])]
 
+import signal  # noqa: E402
+
 import pytest  # noqa: E402
+
+# A suite started in the background by a shell without job control (`cmd &` in a script, some CI
+# runners) inherits SIGINT ignored, and so would every hexbuild it spawns: Python then installs
+# no KeyboardInterrupt handler, and the Ctrl-C tests would wait for an exit that never comes.
+# A handler here (not SIG_IGN) makes children start with SIGINT at its default again.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True)
