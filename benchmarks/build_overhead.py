@@ -7,8 +7,11 @@ times, alternately and REPEAT times each:
 - plain: one `docker run` (through the Docker SDK, client already connected) of the revision's
   own commands: cp CMakeUserPresets.json, cmake --preset, cmake --build, cmake --install;
 - plain-cli: the same `docker run` line with the docker CLI, when it is installed;
-- hexbuild: `python -m hexbuild build` as a user runs it (interpreter start-up, engine probe,
-  image check, the container, moving the package into place, verify, manifest).
+- hexbuild: `python -m hexbuild build` as a user runs it on an unchanged checkout: interpreter
+  start-up, engine probe, image check, and the inputs compared with the last build's record, which
+  finds the package up to date without a container (hexbuild/build/uptodate.py);
+- hexbuild --force: the same with the container run anyway (the container, moving the package
+  into place, verify, manifest): what any build that has something to do adds around it.
 
 Prints the medians, hexbuild's overhead in seconds and the ratio hexbuild / plain, and where
 hexbuild's time goes (start-up alone, the build it reports). Uses DOCKER_HOST if set, else
@@ -67,8 +70,8 @@ def main() -> int:
         env["DOCKER_HOST"] = host
         hexbuild_argv = [sys.executable, "-m", "hexbuild", "build", "-s", str(src), "--json", "-q"]
 
-        def run_hexbuild() -> dict:
-            cp = subprocess.run(hexbuild_argv, capture_output=True, text=True, env=env, cwd=str(work))
+        def run_hexbuild(*extra: str) -> dict:
+            cp = subprocess.run([*hexbuild_argv, *extra], capture_output=True, text=True, env=env, cwd=str(work))
             if cp.returncode != 0:
                 raise SystemExit(f"hexbuild build failed ({cp.returncode}):\n{cp.stderr}")
             return json.loads(cp.stdout)
@@ -94,15 +97,19 @@ def main() -> int:
         run_plain_sdk()  # both build directories up to date before measuring
         print(f"first (cold) hexbuild build: {first:.2f}s")
 
-        times: dict[str, list[float]] = {"plain": [], "plain-cli": [], "hexbuild": []}
+        times: dict[str, list[float]] = {"plain": [], "plain-cli": [], "hexbuild": [], "hexbuild --force": []}
         reported: list[float] = []
+        statuses: set[str] = set()
         for _ in range(args.repeat):
             times["plain"].append(timed(run_plain_sdk))
             if docker_cli:
                 times["plain-cli"].append(timed(run_plain_cli))
             t = time.perf_counter()
-            result = run_hexbuild()
+            statuses.add(run_hexbuild()["status"])
             times["hexbuild"].append(time.perf_counter() - t)
+            t = time.perf_counter()
+            result = run_hexbuild("--force")
+            times["hexbuild --force"].append(time.perf_counter() - t)
             reported.append(result["duration_s"])
         startup = statistics.median(timed(lambda: subprocess.run([sys.executable, "-m", "hexbuild", "--version"],
                                                                  capture_output=True, env=env))
@@ -116,13 +123,14 @@ def main() -> int:
                 print(f"{k:24}{med[k]:9.2f}{min(v):9.2f}{max(v):9.2f}")
         print()
         print(f"hexbuild start-up (--version):        {startup:.2f}s")
-        print(f"hexbuild build as it reports itself:  {statistics.median(reported):.2f}s "
+        print(f"hexbuild --force as it reports itself: {statistics.median(reported):.2f}s "
               "(engine probe, image check, container, publish, verify, manifest)")
-        print(f"overhead vs plain docker run (SDK):   {med['hexbuild'] - med['plain']:+.2f}s, "
-              f"ratio {med['hexbuild'] / med['plain']:.2f}x")
-        if "plain-cli" in med:
-            print(f"overhead vs plain docker run (CLI):   {med['hexbuild'] - med['plain-cli']:+.2f}s, "
-                  f"ratio {med['hexbuild'] / med['plain-cli']:.2f}x")
+        print(f"up-to-date runs said: {', '.join(sorted(statuses))}")
+        for name in ("hexbuild", "hexbuild --force"):
+            for plain, label in (("plain", "SDK"), ("plain-cli", "CLI")):
+                if plain in med:
+                    print(f"{name + ' vs plain docker run (' + label + '):':42}{med[name] - med[plain]:+.2f}s, "
+                          f"ratio {med[name] / med[plain]:.2f}x")
         return 0
     finally:
         shutil.rmtree(work, ignore_errors=True)

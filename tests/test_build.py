@@ -243,6 +243,51 @@ def test_build_as_another_user_gives_a_verified_package_they_own(tmp_path, docke
     assert not stale.exists()
 
 
+def test_an_unchanged_build_is_up_to_date_without_a_container(tmp_path, docker_host, toolchain_images):
+    """Nothing changed since the last build: the package in place is its output, said in one
+    line without starting a container. A touched source file, another option, a changed package,
+    another passthrough value or --force build again."""
+    src = fixture_copy(tmp_path)
+    build = ("build", "-s", str(src), "--user", "1000:1000", "--json", "-v")
+    env = {"HEXBUILD_BUILD_ENV_PASSTHROUGH": "HBX_MARK", "HBX_MARK": "one"}
+
+    def status(cp: subprocess.CompletedProcess) -> str:
+        assert cp.returncode == 0, cp.stderr
+        started = "+ docker run --rm --name hexbuild-build-" in cp.stderr
+        data = result_json(cp)
+        assert started == (data["status"] == "ok"), cp.stderr[-2000:]
+        return data["status"]
+
+    first = result_json(hexbuild(*build, docker_host=docker_host, env=env))
+    log = Path(first["log"])
+    logged = log.stat().st_mtime_ns
+    record = src / "build-snapdragon" / ".hexbuild-build.json"
+    assert (record.stat().st_uid, record.stat().st_gid) == USER  # the build user's, like the build tree
+    cp = hexbuild(*build, docker_host=docker_host, env=env)
+    assert status(cp) == "up-to-date" and log.stat().st_mtime_ns == logged
+    again = result_json(cp)
+    assert {k: again[k] for k in ("package", "log", "verify", "htp_versions", "digest")} == \
+        {k: first[k] for k in ("package", "log", "verify", "htp_versions", "digest")}
+    assert "up to date:" in cp.stderr and "--force" in cp.stderr
+    human = hexbuild(*build[:-2], docker_host=docker_host, env=env)
+    assert human.returncode == 0 and human.stdout.startswith("up to date (nothing changed; --force builds anyway): ")
+
+    source = src / "src" / "llama.c"
+    source.write_text(source.read_text() + "\n/* changed */\n")
+    assert status(hexbuild(*build, docker_host=docker_host, env=env)) == "ok"
+    assert status(hexbuild(*build, docker_host=docker_host, env=env)) == "up-to-date"
+    assert status(hexbuild(*build, docker_host=docker_host, env={**env, "HBX_MARK": "two"})) == "ok"
+    (Path(first["package"]) / "bin" / "llama-bench").unlink()  # the package changed since
+    assert status(hexbuild(*build, docker_host=docker_host, env={**env, "HBX_MARK": "two"})) == "ok"
+    assert (Path(first["package"]) / "bin" / "llama-bench").is_file()
+    assert status(hexbuild(*build, "--htp", "v73", docker_host=docker_host, env={**env, "HBX_MARK": "two"})) == "ok"
+    assert status(hexbuild(*build, "--force", "--htp", "v73", docker_host=docker_host,
+                           env={**env, "HBX_MARK": "two"})) == "ok"
+    # a removed build directory (and so its record) means a full build
+    shutil.rmtree(src / "build-snapdragon")
+    assert status(hexbuild(*build, docker_host=docker_host, env=env)) == "ok"
+
+
 def test_htp_subset_builds_only_those_and_a_full_build_restores_all(tmp_path, docker_host, toolchain_images):
     src = fixture_copy(tmp_path)
     cp = hexbuild("build", "-s", str(src), "--user", "1000:1000", "--htp", "v73", "--json", "-v",

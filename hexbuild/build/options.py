@@ -48,6 +48,7 @@ class BuildOptions:
     transfer: str = "auto"
     toolchain: str = "vendor"
     targets: list[str] = field(default_factory=list)  # CMake targets (--build-target); [] = the default
+    force: bool = False  # --force: build even when nothing changed since the last build
 
     @classmethod
     def from_settings(cls, s: Any) -> "BuildOptions":

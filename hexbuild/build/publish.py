@@ -128,6 +128,20 @@ def _verified(plan: BuildPlan, log: BuildLog, start: float, *, image: str | None
                        build_targets=plan.targets, lacks=plan.toolchain.lacks)
 
 
+def up_to_date(recorded: dict[str, Any], start: float) -> BuildResult:
+    """The result of the last build, whose inputs and package are unchanged (build/uptodate.py)."""
+    ui.info(f"up to date: {recorded['package']} (nothing changed since the build logged in {recorded['log']}; "
+            "--force builds anyway)")
+    return BuildResult(package=Path(recorded["package"]), build_dir=Path(recorded["build_dir"]),
+                       log=Path(recorded["log"]), os=recorded["os"], build_type=recorded["build_type"],
+                       preset=recorded["preset"], htp_versions=list(recorded["htp_versions"]),
+                       image=recorded.get("image"), digest=recorded.get("digest"),
+                       duration_s=time.monotonic() - start, verify=recorded.get("verify") or {}, engine="docker",
+                       status="up-to-date", toolchain=recorded.get("toolchain", "vendor"),
+                       build_targets=list(recorded.get("build_targets") or []),
+                       lacks=list(recorded.get("lacks") or []))
+
+
 def _failure(plan: BuildPlan, rc: int, log: BuildLog, image: str | None) -> BuildFailed:
     text = log.text()
     step = "the build"

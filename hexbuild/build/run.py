@@ -21,7 +21,8 @@ from ..ui import ui
 from .container import container_spec, default_user, local_command, resolve_transfer
 from .options import BuildOptions, _passthrough
 from .plan import BuildPlan, plan_build
-from .publish import BuildResult, _hand_over, _numeric_user, finish, preload_checks
+from . import uptodate
+from .publish import BuildResult, _hand_over, _numeric_user, finish, preload_checks, up_to_date
 
 
 @contextmanager
@@ -66,6 +67,7 @@ def _run_docker(plan: BuildPlan, start: float) -> BuildResult:
         raise Interrupted("interrupted") from None
     container: str | None = None
     archive: list[Path] = []
+    digest: str | None = None
     try:
         transfer = resolve_transfer(opts.transfer, engine.info.remote)
         if transfer == "mount" and engine.info.remote:
@@ -78,6 +80,13 @@ def _run_docker(plan: BuildPlan, start: float) -> BuildResult:
         user = opts.user or default_user(engine.info.rootless)
         spec = container_spec(plan, user=user, jobs=opts.jobs or engine.info.ncpu or plan.jobs, transfer=transfer)
         container = spec.name
+        if transfer == "mount" and not opts.keep_container:
+            digest = uptodate.inputs_digest(plan, spec, image.id)
+            recorded = None if opts.force else uptodate.lookup(plan, digest)
+            if recorded is not None:
+                container = None
+                return up_to_date(recorded, start)
+            uptodate.forget(plan)
         ui.command(spec.docker_run_argv(remove=not opts.keep_container))
         _hand_over(_prepare(plan), user)
         _ensure_cache(engine, opts.cache_volume, spec.image, user)
@@ -120,7 +129,10 @@ def _run_docker(plan: BuildPlan, start: float) -> BuildResult:
             "does not share this machine's files (Docker-in-Docker or a remote engine)",
             hint="use --transfer copy, run hexbuild where the engine runs, or run inside the toolchain image "
                  "with --engine local")
-    return finish(plan, rc, log, start, image=image.reference, digest=image.digest, container=container)
+    result = finish(plan, rc, log, start, image=image.reference, digest=image.digest, container=container)
+    if digest is not None and (record := uptodate.remember(plan, digest, result.to_json())) is not None:
+        _hand_over([record], user)
+    return result
 
 
 def _ensure_image(engine: Any, plan: BuildPlan) -> Any:

@@ -32,6 +32,7 @@ def build(
     cache_volume: Optional[str] = typer.Option(None, "--cache-volume", metavar="NAME|DIR",
                                                help="Compiler cache: a named volume (default hexbuild-ccache) or an absolute directory."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan, the container spec and the docker run line; run nothing."),
+    force: bool = typer.Option(False, "--force", help="Build even when nothing changed since the last build (the checkout, the options, the image)."),
 ) -> None:
     """Build llama.cpp's Hexagon backend and install a verified package with its manifest."""
     from ..build import BuildOptions, dry_run as plan_only, run_build
@@ -46,6 +47,7 @@ def build(
         "build.cache_volume": cache_volume,
     })
     options = BuildOptions.from_settings(s)
+    options.force = force
     if dry_run:
         data = plan_only(options)
         ui.result(data, _dry_run_text(data))
@@ -57,7 +59,8 @@ def build(
     htp = " ".join(result.htp_versions) if result.toolchain == "vendor" else \
         "none (open toolchain: runs on the CPU only)"
     targets = f"\ntargets:  {' '.join(result.build_targets)}" if result.build_targets else ""
-    human = (f"built {result.package}\n"
+    done = "up to date (nothing changed; --force builds anyway):" if result.status == "up-to-date" else "built"
+    human = (f"{done} {result.package}\n"
              f"os:       {result.os} ({result.build_type}, preset {result.preset}, {result.toolchain} toolchain)\n"
              f"HTP:      {htp}{image_text}{targets}\n"
              f"verify:   {len(v.get('checks', []))} checks, {v.get('failures', 0)} failed, {v.get('warnings', 0)} warnings\n"
