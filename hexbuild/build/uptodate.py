@@ -3,8 +3,9 @@ succeeded, the package in place is that build's output, and `hexbuild build` say
 starting the container to find out (CMake's configure check and ninja's no-op scan are most of
 what an up-to-date build costs), as make and cargo do. `--force` builds anyway.
 
-What goes in, hashed into one digest: every file of the checkout (path, size, mtime, ctime,
-inode: the test hexbuild's hash cache and git's index use) except the build trees inside it
+What goes in, hashed into one digest: every file of the checkout (path, mode, size, mtime and
+inode, as make and ccache's direct mode judge a file; not ctime, which CMake's install of an
+unchanged file into another prefix in the tree moves on every run) except the build trees inside it
 (any directory holding a CMakeCache.txt), the package, its staging and .git; the revision
 (git describe --dirty: the commit llama.cpp's build info embeds); the plan; the container's
 image ID, command, user, mounts and environment (passthrough values are hashed, never stored);
@@ -79,9 +80,10 @@ def forget(plan: Any) -> None:
         pass
 
 
-def _stamp(path: str, rel: str) -> str:
+def _stamp(path: str, rel: str, *, ctime: bool = False) -> str:
     st = os.lstat(path)
-    return f"{rel}\0{st.st_mode:o}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\0{st.st_ino}\n"
+    changed = f"\0{st.st_ctime_ns}" if ctime else ""
+    return f"{rel}\0{st.st_mode:o}\0{st.st_size}\0{st.st_mtime_ns}{changed}\0{st.st_ino}\n"
 
 
 def _tree_stamps(plan: Any) -> list[str]:
@@ -120,7 +122,8 @@ def _package_stamps(package: Path) -> list[str] | None:
         for name in sorted(filenames):
             path = os.path.join(dirpath, name)
             try:
-                out.append(_stamp(path, os.path.relpath(path, package)).rstrip("\n"))
+                # the package is hexbuild's own output: any change to it at all counts
+                out.append(_stamp(path, os.path.relpath(path, package), ctime=True).rstrip("\n"))
             except OSError:
                 return None
     return out
