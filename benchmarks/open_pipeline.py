@@ -147,9 +147,10 @@ def main() -> int:
             h, result = timed(lambda: hexbuild_build(ccache))
             p, _ = timed(lambda: plain_build(ccache))
             row("build, fresh dir (ccache warm)", h, p)
-        else:  # start from the fixture's up-to-date build directory (copied with the tree)
+        else:  # start from the fixture's up-to-date build directory (copied with the tree), unless --cold made one
             for side in trees:
-                shutil.copytree(base / "build-open-linux", trees[side] / "build-open-linux", symlinks=True)
+                if not (trees[side] / "build-open-linux").exists():
+                    shutil.copytree(base / "build-open-linux", trees[side] / "build-open-linux", symlinks=True)
             result = hexbuild_build(ccache)
             plain_build(ccache)
         hs, hfs, ps, reported, said = [], [], [], [], set()
