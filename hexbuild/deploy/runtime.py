@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -55,11 +56,21 @@ def check_package_os(pkg: Package, target: Target) -> None:
                          hint="build for Linux: hexbuild build --os linux")
 
 
+_NEEDS_LOCK = threading.Lock()
+
+
 def glibc_needs(pkg: Package) -> dict[str, dict[str, str]]:
     """{file: {family: version}} — the manifest's record when it has one, else read now."""
     recorded = pkg.meta.get("glibc")
     if isinstance(recorded, dict) and isinstance(recorded.get("files"), dict):
         return {k: v for k, v in recorded["files"].items() if isinstance(v, dict)}
+    # deploy checks its targets on threads of its own: the first reads the files and writes the
+    # cache, the others then find every file there
+    with _NEEDS_LOCK:
+        return _read_needs(pkg)
+
+
+def _read_needs(pkg: Package) -> dict[str, dict[str, str]]:
     from ..artifacts.glibc import needs
 
     # read each distinct file once, and remember it by content across deploys
