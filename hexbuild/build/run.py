@@ -84,7 +84,6 @@ def _run_docker(plan: BuildPlan, start: float) -> BuildResult:
             digest = uptodate.inputs_digest(plan, spec, image.id)
             recorded = None if opts.force else uptodate.lookup(plan, digest)
             if recorded is not None:
-                container = None
                 return up_to_date(recorded, start)
             uptodate.forget(plan)
         ui.command(spec.docker_run_argv(remove=not opts.keep_container))

@@ -38,7 +38,7 @@ def inputs_digest(plan: Any, spec: Any, image_id: str) -> str:
                  "working_dir": spec.working_dir, "network": spec.network, "platform": spec.platform}
     h.update(json.dumps(described, sort_keys=True, default=str).encode())
     for line in _tree_stamps(plan):
-        h.update(line.encode("utf-8", "surrogateescape"))
+        h.update(f"{line}\n".encode("utf-8", "surrogateescape"))
     return h.hexdigest()
 
 
@@ -59,15 +59,14 @@ def lookup(plan: Any, digest: str) -> dict[str, Any] | None:
 
 def remember(plan: Any, digest: str, result: dict[str, Any]) -> Path | None:
     """Record a successful build (after its package and manifest are in place)."""
+    from ..artifacts.manifest import atomic_write
+
     path = plan.build_path / RECORD
     rec = {"schema": SCHEMA, "inputs": digest, "package": _package_stamps(plan.package), "result": result}
-    tmp = path.with_name(f"{RECORD}.{os.getpid()}.part")
     try:
-        tmp.write_text(json.dumps(rec), encoding="utf-8")
-        os.replace(tmp, path)
+        atomic_write(path, json.dumps(rec).encode())
     except OSError:
-        tmp.unlink(missing_ok=True)  # no record: the next build runs in full, nothing worse
-        return None
+        return None  # no record: the next build runs in full, nothing worse
     return path
 
 
@@ -80,16 +79,21 @@ def forget(plan: Any) -> None:
         pass
 
 
-def _stamp(path: str, rel: str, *, ctime: bool = False) -> str:
-    st = os.lstat(path)
-    changed = f"\0{st.st_ctime_ns}" if ctime else ""
-    return f"{rel}\0{st.st_mode:o}\0{st.st_size}\0{st.st_mtime_ns}{changed}\0{st.st_ino}\n"
-
-
 def _tree_stamps(plan: Any) -> list[str]:
-    root = str(plan.root)
     skip = {plan.build_dir.rstrip("/"), plan.install_dir.rstrip("/"), f"{plan.install_dir}{cmds.STAGING_SUFFIX}",
             f"{plan.install_dir}.hexbuild-old", ".git"}
+    return _stamps(str(plan.root), skip=skip, build_trees=False)
+
+
+def _package_stamps(package: Path) -> list[str] | None:
+    # the package is hexbuild's own output: any change to it at all counts, ctime included
+    return _stamps(str(package), ctime=True) if package.is_dir() else None
+
+
+def _stamps(root: str, *, skip: set[str] = frozenset(), build_trees: bool = True, ctime: bool = False) -> list[str]:
+    """One line per file (symlinks as themselves) under ``root``, in a fixed order: its path,
+    mode, size, mtime (ctime) and inode. ``build_trees=False`` leaves out every directory that
+    holds a CMakeCache.txt."""
     out: list[str] = []
     stack = [""]
     while stack:
@@ -103,27 +107,14 @@ def _tree_stamps(plan: Any) -> list[str]:
             if rel in skip:
                 continue
             if entry.is_dir(follow_symlinks=False):
-                if not os.path.exists(os.path.join(entry.path, "CMakeCache.txt")):
+                if build_trees or not os.path.exists(os.path.join(entry.path, "CMakeCache.txt")):
                     stack.append(rel)
                 continue
             try:
-                out.append(_stamp(entry.path, rel))
+                st = entry.stat(follow_symlinks=False)
             except OSError:
-                out.append(f"{rel}\0gone\n")
-    return out
-
-
-def _package_stamps(package: Path) -> list[str] | None:
-    if not package.is_dir():
-        return None
-    out = []
-    for dirpath, dirnames, filenames in os.walk(package):
-        dirnames.sort()
-        for name in sorted(filenames):
-            path = os.path.join(dirpath, name)
-            try:
-                # the package is hexbuild's own output: any change to it at all counts
-                out.append(_stamp(path, os.path.relpath(path, package), ctime=True).rstrip("\n"))
-            except OSError:
-                return None
+                out.append(f"{rel}\0gone")
+                continue
+            changed = f"\0{st.st_ctime_ns}" if ctime else ""
+            out.append(f"{rel}\0{st.st_mode:o}\0{st.st_size}\0{st.st_mtime_ns}{changed}\0{st.st_ino}")
     return out
