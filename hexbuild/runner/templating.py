@@ -111,6 +111,8 @@ class RenderCache:
     def put(self, key: str, rendered: str) -> None:
         import os
 
+        from .execution import atomic_write
+
         if not _private_dir(self.root):
             return
         try:
@@ -118,10 +120,7 @@ class RenderCache:
                 if sum(1 for _ in it) >= self.LIMIT:
                     for entry in os.scandir(self.root):
                         os.unlink(entry.path)
-            path = self.root / self._bucket(key)
-            tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-            tmp.write_text(f"{key}\0{rendered}", encoding="utf-8")
-            os.replace(tmp, path)
+            atomic_write(self.root / self._bucket(key), f"{key}\0{rendered}")
         except OSError:
             pass  # a cache that cannot be written costs the next run a render, nothing more
 
@@ -139,16 +138,18 @@ class RenderCache:
             import hexbuild.templates as templates
 
             spec = importlib.util.find_spec("jinja2")
-            files = [__file__, spec.origin if spec else None]
-            roots = [os.path.dirname(f) for f in (templates.__file__,) if f]
-            if not roots or None in files:
+            if spec is None or spec.origin is None or templates.__file__ is None:
                 return None
-            for root, _dirs, names in os.walk(roots[0]):
+            files = [__file__, spec.origin]
+            for root, _dirs, names in os.walk(os.path.dirname(templates.__file__)):
                 files += sorted(os.path.join(root, n) for n in names if n.endswith(".j2"))
-            try:
-                parts = [f"{f}:{st.st_size}:{st.st_mtime_ns}" for f in files if (st := os.stat(f))]
-            except OSError:
-                return None
+            parts = []
+            for f in files:
+                try:
+                    st = os.stat(f)
+                except OSError:
+                    return None
+                parts.append(f"{f}:{st.st_size}:{st.st_mtime_ns}")
             self._stamp = "|".join(parts)
         return self._stamp
 
