@@ -9,11 +9,12 @@ read from that revision's ggml-hexagon.cpp, never from a table of versions.
   ``ggml_nrows(src0) > 16 * 1024`` ("typically the lm-head"), which then stay on the CPU; 0 when
   the tree has no such test (0.3.32 on).
 * the per-session VA budget knob ``GGML_HEXAGON_VMEM`` (MiB) and its default, where it exists.
-* how sessions are named: ``GGML_HEXAGON_NDEV`` (HTP0..N-1) and, from the 0.3.32 tree,
-  ``GGML_HEXAGON_DEVICES`` (a count or a list, virtual sessions such as HTP0:1 included).
 
 The rules travel in the package manifest and the device manifest (``llama_cpp.plan_rules``),
-so a plan for a package or a deployed target needs no checkout.
+so a plan for a package or a deployed target needs no checkout. Beside them the manifest keeps
+how the revision names sessions (``llama_cpp.device_selection``, from hexbuild/source.py:
+``GGML_HEXAGON_NDEV``, and from the 0.3.32 tree ``GGML_HEXAGON_DEVICES``), which the rules
+read back from there too.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from typing import Any, Mapping
 BACKEND_FILE = "ggml/src/ggml-hexagon/ggml-hexagon.cpp"
 HTP_OPS_HEADER = "ggml/src/ggml-hexagon/htp/htp-ops.h"
 VMEM_KNOB = "GGML_HEXAGON_VMEM"
-NDEV_VAR, DEVICES_VAR = "GGML_HEXAGON_NDEV", "GGML_HEXAGON_DEVICES"
 
 _TYPE_RE = re.compile(r"GGML_TYPE_([A-Z0-9_]+)")
 _IS_REPACK_RE = re.compile(r"bool\s+ggml_hexagon_is_repack_type\s*\([^)]*\)\s*\{(.*?)\n\}", re.S)
@@ -83,10 +83,8 @@ def read_rules(root: Path | str, revision: str | None = None) -> PlanRules | Non
         except OSError:
             pass
         vmem = {"env": VMEM_KNOB, "unit": "MiB" if _VMEM_MIB_RE.search(text) else "bytes", "default_bytes": default}
-    selection = {"ndev_var": NDEV_VAR if f'"{NDEV_VAR}"' in text else None,
-                 "devices_var": DEVICES_VAR if f'"{DEVICES_VAR}"' in text else None}
     return PlanRules(revision=revision or _ggml_version(root), repack_types=types, row_limit=row_limit,
-                     vmem=vmem, origin="source", device_selection=selection)
+                     vmem=vmem, origin="source")
 
 
 def rules_from_manifest(llama_cpp: Mapping[str, Any] | None, origin: str) -> PlanRules | None:

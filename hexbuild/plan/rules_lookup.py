@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..plan_rules import ASSUMED, BACKEND_FILE, PlanRules, read_rules, rules_from_manifest
+from ..plan_rules import ASSUMED, BACKEND_FILE, PlanRules, rules_from_manifest
 
 
 def resolve_rules(*, source: str | None = None, package: str | None = None, target: str | None = None,
@@ -30,13 +30,12 @@ def resolve_rules(*, source: str | None = None, package: str | None = None, targ
 
 
 def _source_rules(root: Path) -> PlanRules:
+    """The checkout's facts, read as a build records them in the manifest: the same rules and
+    the same device selection (one scan of the backend's sources) a package would carry."""
     from ..errors import UsageError
-    from ..source import _revision, is_checkout
+    from ..source import read_source
 
-    if not root.is_dir() or not is_checkout(root):
-        raise UsageError(f"{root} is not a llama.cpp checkout (no ggml/, include/llama.h and CMakeLists.txt)",
-                         hint="point --source at the root of a llama.cpp clone")
-    rules = read_rules(root, _revision(root.resolve()))
+    rules = rules_from_manifest(read_source(root).to_json(), "source")
     if rules is None:
         raise UsageError(f"{root}: no Hexagon backend the plan can read ({BACKEND_FILE} has no repacked types)")
     return rules

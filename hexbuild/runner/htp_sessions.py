@@ -74,7 +74,7 @@ def sessions(rev: Revision, *, ndev: int | None, devices: str | None) -> Session
         if rev.devices_var:
             return Sessions({rev.devices_var: str(n)}, names)
         if rev.known and not rev.ndev_var:
-            raise UsageError(f"--ndev {n}: the deployed revision reads neither GGML_HEXAGON_NDEV nor "
+            raise UsageError(f"--ndev {n}: the revision reads neither GGML_HEXAGON_NDEV nor "
                              "GGML_HEXAGON_DEVICES, so it opens one session only")
         # NDEV is read by every revision that can open several sessions (newer ones as a fallback).
         return Sessions({"GGML_HEXAGON_NDEV": str(n)}, names)
@@ -101,6 +101,6 @@ def sessions(rev: Revision, *, ndev: int | None, devices: str | None) -> Session
         env = {"GGML_HEXAGON_NDEV": str(len(names))} if len(names) > 1 else {}
         return Sessions(env, names)
     if rev.known:
-        raise UsageError(f"--devices {devices}: the deployed revision does not read GGML_HEXAGON_DEVICES "
+        raise UsageError(f"--devices {devices}: the revision does not read GGML_HEXAGON_DEVICES "
                          "(names like HTP0:1 or HTP0[0-1] need a newer llama.cpp)", hint="use --ndev N")
     return Sessions({"GGML_HEXAGON_DEVICES": devices}, names)
