@@ -209,13 +209,14 @@ def plan_model(path: str, *, rules: PlanRules = ASSUMED, vmem: str | int | None 
 
 def _named_sessions(rules: PlanRules, ndev: int | None, devices: str | None) -> Any:
     """The sessions' names and the environment that opens them, in the revision's vocabulary
-    (GGML_HEXAGON_NDEV, or GGML_HEXAGON_DEVICES from the 0.3.32 tree). The same rules as `run --devices` (hexbuild/runner/htp_sessions.py)."""
+    (GGML_HEXAGON_NDEV, or GGML_HEXAGON_DEVICES from the 0.3.32 tree): the same rules as
+    `run --devices` (hexbuild/runner/htp_sessions.py). Give one of ``ndev`` and ``devices``."""
     from ..runner.htp_sessions import sessions
     from ..runner.revision import Revision
 
     selection = rules.device_selection
     rev = Revision.from_facts({"device_selection": selection}) if selection is not None else Revision()
-    named = sessions(rev, ndev=ndev if devices is None else None, devices=devices)
+    named = sessions(rev, ndev=ndev, devices=devices)
     if not named.env:  # one session is the backend's default; the printed command says so anyway
         named.env = {rev.devices_var or "GGML_HEXAGON_NDEV": str(named.count)}
     return named
