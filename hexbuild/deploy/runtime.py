@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -72,6 +71,7 @@ def glibc_needs(pkg: Package) -> dict[str, dict[str, str]]:
 
 def _read_needs(pkg: Package) -> dict[str, dict[str, str]]:
     from ..artifacts.glibc import needs
+    from ..artifacts.manifest import atomic_write
 
     # read each distinct file once, and remember it by content across deploys
     cache_file = cache_root() / "glibc-needs.json"
@@ -91,9 +91,7 @@ def _read_needs(pkg: Package) -> dict[str, dict[str, str]]:
     if dirty:
         try:
             cache_file.parent.mkdir(parents=True, exist_ok=True)
-            tmp = cache_file.with_name(f".{cache_file.name}.{os.getpid()}")
-            tmp.write_text(json.dumps(dict(list(cache.items())[-5000:])), "utf-8")
-            os.replace(tmp, cache_file)
+            atomic_write(cache_file, json.dumps(dict(list(cache.items())[-5000:])).encode())
         except OSError:
             pass  # a cache that cannot be written only costs time
     return out
