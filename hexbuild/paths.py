@@ -15,3 +15,23 @@ def cache_root() -> Path:
 def state_root() -> Path:
     """``$XDG_STATE_HOME/hexbuild`` (``~/.local/state/hexbuild``): what records running things."""
     return Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "hexbuild"
+
+
+def atomic_write(path: Path, data: bytes | str, *, mode: int | None = None) -> None:
+    """``data`` into ``path`` through a uniquely named file beside it and one rename, so a reader
+    (another hexbuild, a test, a crash's survivor) sees the old file or the new one, never a part;
+    on any error the part is removed. ``mode`` sets the permission bits (default 0600, private)."""
+    import tempfile
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

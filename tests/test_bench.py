@@ -1,4 +1,4 @@
-"""hexbuild/bench.py: the llama-bench matrix, medians over repeats, and the JSON/CSV/markdown/PNG
+"""hexbuild/bench/matrix.py: the llama-bench matrix, medians over repeats, and the JSON/CSV/markdown/PNG
 outputs, end to end through a real target running a fake llama-bench that prints genuine JSONL
 records (tests/tools/fake_llama_bench.sh). The same flow over real adbd is in test_run_device.py."""
 
@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from hexbuild import bench
+from hexbuild.bench import matrix as bench
 from hexbuild.errors import UsageError
 from tests.infra.runner_tools import make_install
 

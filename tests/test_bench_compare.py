@@ -8,7 +8,8 @@ import shutil
 
 import pytest
 
-from hexbuild import bench_compare, errors
+from hexbuild import errors
+from hexbuild.bench import compare as bench_compare
 from tests.infra.runner_tools import make_install
 
 

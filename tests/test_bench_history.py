@@ -1,4 +1,4 @@
-"""hexbuild/bench_history.py: every bench row in SQLite, keyed by revision, package, toolchain,
+"""hexbuild/bench/history.py: every bench row in SQLite, keyed by revision, package, toolchain,
 device, model and configuration; concurrent writers lose nothing. Benches run end to end on a
 local: target whose llama-bench is the fake that prints genuine llama-bench JSONL."""
 
@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-from hexbuild import bench_history
+from hexbuild.bench import history as bench_history
 from hexbuild.errors import UsageError
 from tests.infra.runner_tools import make_install
 
@@ -67,7 +67,7 @@ def test_no_database_with_an_empty_db(cli, tmp_path, install):
 
 WRITER = textwrap.dedent("""
     import sys
-    from hexbuild import bench_history
+    from hexbuild.bench import history as bench_history
     path, who, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
     sys.stdout.write("ready\\n"); sys.stdout.flush()
     sys.stdin.readline()  # both start together

@@ -10,7 +10,6 @@ import hashlib
 import json
 import os
 import stat
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 
 from .. import __version__
 from ..errors import PackageFailed, UsageError
+from ..paths import atomic_write
 from .elf import NotElf, is_elf, read_elf
 from .elf import HTP_NAME, htp_key
 
@@ -217,20 +217,5 @@ def write_manifest(pkg: Path, meta: dict[str, Any] | None = None) -> dict[str, A
     """Write PKG/manifest.json (atomically) and return it; its own entry is never listed."""
     pkg = Path(pkg)
     manifest = build_manifest(pkg, meta)
-    atomic_write(pkg / MANIFEST, dumps(manifest))
+    atomic_write(pkg / MANIFEST, dumps(manifest), mode=0o644)
     return manifest
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise

@@ -59,12 +59,12 @@ def lookup(plan: Any, digest: str) -> dict[str, Any] | None:
 
 def remember(plan: Any, digest: str, result: dict[str, Any]) -> Path | None:
     """Record a successful build (after its package and manifest are in place)."""
-    from ..artifacts.manifest import atomic_write
+    from ..paths import atomic_write
 
     path = plan.build_path / RECORD
     rec = {"schema": SCHEMA, "inputs": digest, "package": _package_stamps(plan.package), "result": result}
     try:
-        atomic_write(path, json.dumps(rec).encode())
+        atomic_write(path, json.dumps(rec), mode=0o644)
     except OSError:
         return None  # no record: the next build runs in full, nothing worse
     return path

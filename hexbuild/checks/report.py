@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..runner import atomic_write
+from ..paths import atomic_write
 
 
 @dataclass
@@ -51,9 +51,9 @@ def write(out: Path, *, title: str, doc: dict[str, Any], cases: list[Case], mark
     """Write the three files (each whole or not at all) and append to the step summary."""
     files = {"json": out / "results.json", "junit": out / "junit.xml", "markdown": out / "results.md"}
     doc["files"] = {k: str(v) for k, v in files.items()}
-    atomic_write(files["json"], json.dumps(doc, indent=2) + "\n")
-    atomic_write(files["junit"], junit_xml(title, cases))
-    atomic_write(files["markdown"], markdown)
+    atomic_write(files["json"], json.dumps(doc, indent=2) + "\n", mode=0o644)
+    atomic_write(files["junit"], junit_xml(title, cases), mode=0o644)
+    atomic_write(files["markdown"], markdown, mode=0o644)
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary:
         with open(summary, "a", encoding="utf-8") as f:

@@ -35,7 +35,7 @@ def bench_command(
     prompt and generation tokens/s per configuration), and appends the table to
     $GITHUB_STEP_SUMMARY when set. Every result row is also appended to the history database
     (--db), for `hexbuild bench compare`. Arguments after -- go to llama-bench."""
-    from .. import bench
+    from ..bench import matrix as bench
     from ..ui import ui
 
     s = common.settings(**{"run.results_dir": None, "deploy.dest": dest, "deploy.models_dir": models_dir})
@@ -71,7 +71,8 @@ def compare_command(
     $GITHUB_STEP_SUMMARY when set."""
     from pathlib import Path
 
-    from .. import bench_compare, bench_history, runner
+    from .. import runner
+    from ..bench import compare as bench_compare, history as bench_history
     from ..errors import RegressionFound
     from ..ui import ui
 

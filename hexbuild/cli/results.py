@@ -35,7 +35,7 @@ def profile(
 ) -> None:
     """Per-op time on the NPU from profile-op lines (both formats): count, total/avg/max µs and cycles."""
     from ..results import profile as prof
-    from ..runner import atomic_write
+    from ..paths import atomic_write
     from ..ui import ui
 
     doc = prof.read(log, device=device, op_filter=op_filter, top=top, sort=sort)
@@ -59,7 +59,7 @@ def trace(
 
     from ..errors import UsageError
     from ..results.trace import trace as make_trace
-    from ..runner import atomic_write
+    from ..paths import atomic_write
     from ..ui import ui
 
     if log == "-":

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Sequence
 
-from ..paths import cache_root
+from ..paths import atomic_write, cache_root
 
 
 class HashCache:
@@ -74,10 +73,7 @@ class HashCache:
         if len(self.data) > self.MAX_ENTRIES:  # forget files that are gone
             self.data = {k: v for k, v in self.data.items() if os.path.exists(k)}
         try:
-            self.file.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.file.with_name(f".{self.file.name}.{os.getpid()}.{threading.get_ident()}")
-            tmp.write_text(json.dumps(self.data), "utf-8")
-            os.replace(tmp, self.file)
+            atomic_write(self.file, json.dumps(self.data))
         except OSError:
             pass  # a cache that cannot be written only costs time
         self.dirty = False

@@ -71,7 +71,7 @@ def glibc_needs(pkg: Package) -> dict[str, dict[str, str]]:
 
 def _read_needs(pkg: Package) -> dict[str, dict[str, str]]:
     from ..artifacts.glibc import needs
-    from ..artifacts.manifest import atomic_write
+    from ..paths import atomic_write
 
     # read each distinct file once, and remember it by content across deploys
     cache_file = cache_root() / "glibc-needs.json"
@@ -91,7 +91,7 @@ def _read_needs(pkg: Package) -> dict[str, dict[str, str]]:
     if dirty:
         try:
             cache_file.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(cache_file, json.dumps(dict(list(cache.items())[-5000:])).encode())
+            atomic_write(cache_file, json.dumps(dict(list(cache.items())[-5000:])))
         except OSError:
             pass  # a cache that cannot be written only costs time
     return out

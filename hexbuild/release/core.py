@@ -265,11 +265,11 @@ class Release(ReleaseStages):
         }
 
     def _write_report(self, report: dict[str, Any] | None = None) -> None:
-        from ..artifacts.manifest import atomic_write
+        from ..paths import atomic_write
 
         data = json.dumps(report or self.report(), indent=2, default=str) + "\n"
         try:
-            atomic_write(self.dist / REPORT, data.encode())
+            atomic_write(self.dist / REPORT, data, mode=0o644)
         except OSError as e:
             ui.warn(f"cannot write {self.dist / REPORT}: {e.strerror or e}")
 

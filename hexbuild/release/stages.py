@@ -133,17 +133,17 @@ class ReleaseStages:
         ui.info(f"{name}  {human_size(result.size)}  sha256 {result.sha256}")
 
     def _checksums(self, stage: Stage) -> None:
-        from ..artifacts.manifest import atomic_write
+        from ..paths import atomic_write
 
         manifest = {"schema": SCHEMA, "hexbuild_version": __version__, "llama_cpp_revision": self.revision,
                     "assets": [{k: a[k] for k in ("name", "os", "size", "sha256", "files", "htp_versions",
                                                   "llama_cpp", "image")} for a in self.assets]}
         manifest_bytes = (json.dumps(manifest, indent=2) + "\n").encode()
-        atomic_write(self.dist / MANIFEST, manifest_bytes)
+        atomic_write(self.dist / MANIFEST, manifest_bytes, mode=0o644)
         entries = [(a["sha256"], a["name"]) for a in self.assets]
         entries.append((hashlib.sha256(manifest_bytes).hexdigest(), MANIFEST))
         sums = "".join(f"{digest}  {name}\n" for digest, name in sorted(entries, key=lambda e: e[1]))
-        atomic_write(self.dist / SUMS, sums.encode())
+        atomic_write(self.dist / SUMS, sums, mode=0o644)
         for name, data in ((MANIFEST, manifest_bytes), (SUMS, sums.encode())):
             stage.artifacts.append({"name": name, "path": str(self.dist / name), "size": len(data),
                                     "sha256": hashlib.sha256(data).hexdigest()})

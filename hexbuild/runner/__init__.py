@@ -14,7 +14,7 @@ request (the whole `hexbuild run`). Callers import from this package, not the mo
 """
 
 from .commands import KINDS, Invocation, check_args, model_path, render, resolve_tool
-from .execution import RUN_TIMEOUT, RunRecord, _slug, _timestamp, atomic_write, execute
+from .execution import RUN_TIMEOUT, RunRecord, _slug, _timestamp, execute
 from .flags import (BACKEND_OPS_FLAGS, BENCH_FLAGS, COMMON_FLAGS, COMMON_SAME, VALUE_OPTIONS, Flag, flag_table,
                     given_groups)
 from .htp_sessions import MAX_SESSIONS, SESSION_VARS, Sessions, check_sessions, htp_arch_number, sessions
@@ -39,7 +39,7 @@ __all__ = [
     "BACKEND_OPS_FLAGS", "BENCH_FLAGS", "COMMON_FLAGS", "COMMON_SAME", "DEFAULT_DEST", "DEFAULT_MODELS",
     "KINDS", "KNOB_ALIASES", "LAUNCH_SCRIPTS", "MANIFEST", "MAX_SESSIONS", "PROMPTS_DIR", "RUN_TIMEOUT",
     "SESSION_VARS", "VALUE_OPTIONS", "VERBOSE_KNOBS", "Flag", "Invocation", "Prepared", "Revision",
-    "RunRecord", "RunRequest", "Sessions", "atomic_write", "check_args", "check_dispatch", "check_sessions",
+    "RunRecord", "RunRequest", "Sessions", "check_args", "check_dispatch", "check_sessions",
     "cpu_only", "default_dest", "default_models_dir",
     "execute", "flag_table", "given_groups", "htp_arch_number", "installed_tools", "knob_env",
     "launch_scripts", "model_path", "open_target", "prepare", "prepare_on", "read_manifest", "render",

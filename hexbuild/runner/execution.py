@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import HexbuildError, Interrupted
+from ..paths import atomic_write
 from ..ui import ui
 from .commands import Invocation
 
@@ -27,18 +28,6 @@ def _slug(text: str) -> str:
 def _timestamp() -> str:
     t = time.time()
     return time.strftime("%Y%m%d-%H%M%S", time.localtime(t)) + f"-{int(t * 1000) % 1000:03d}"
-
-
-def atomic_write(path: Path, data: bytes | str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data.encode("utf-8") if isinstance(data, str) else data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def diagnose_log(text: str, *, said: bool = False) -> dict | None:

@@ -111,7 +111,7 @@ class RenderCache:
     def put(self, key: str, rendered: str) -> None:
         import os
 
-        from .execution import atomic_write
+        from ..paths import atomic_write
 
         if not _private_dir(self.root):
             return

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from ..errors import HexbuildError
-from ..runner.execution import atomic_write
+from ..paths import atomic_write
 from ..ui import ui
 from .server import ServeRequest, start, supervise
 

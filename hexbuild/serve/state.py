@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..paths import state_root
-from ..runner.execution import atomic_write
+from ..paths import atomic_write
 
 
 def state_dir() -> Path:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from ..paths import cache_root
+from ..paths import atomic_write, cache_root
 
 MAX_ENTRIES = 32
 
@@ -62,13 +62,7 @@ def remember(host: str, version: dict[str, Any], engine: dict[str, Any]) -> None
                  "engine": engine}
     if len(data) > MAX_ENTRIES:
         data = dict(list(data.items())[-MAX_ENTRIES:])
-    path = _file()
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f)
-        os.replace(tmp, path)
+        atomic_write(_file(), json.dumps(data))
     except OSError:
         pass  # a cache that cannot be written only costs time

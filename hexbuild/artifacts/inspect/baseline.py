@@ -12,13 +12,12 @@ spills as the baseline accepts, and fails when it has more or when a new functio
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ...errors import UsageError
+from ...paths import atomic_write
 from .report import LibraryReport
 
 SCHEMA = 1
@@ -69,16 +68,7 @@ def baseline_document(reports: list[LibraryReport]) -> dict[str, Any]:
 
 
 def write_baseline(path: Path, reports: list[LibraryReport]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(baseline_document(reports), f, indent=2, sort_keys=True)
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, json.dumps(baseline_document(reports), indent=2, sort_keys=True) + "\n", mode=0o644)
 
 
 def load_baseline(path: Path) -> dict[str, Any]:

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from . import bench_history
-from .errors import EnvironmentMissing, RegressionFound, UsageError
-from .ui import ui
+from . import history
+from ..errors import EnvironmentMissing, RegressionFound, UsageError
+from ..ui import ui
 
 SCHEMA = "hexbuild.bench-compare/1"
 KEYS = ("device", "target", "model", "sessions", "devices", "batch", "ubatch", "threads", "test")
@@ -55,12 +55,12 @@ def load_side(spec: str, db: Path) -> Side:
         with path.open("rb") as f:
             head = f.read(16)
         if head.startswith(b"SQLite format 3"):
-            return Side(spec, str(path), bench_history.select(path))
-        return Side(spec, str(path), bench_history.rows_from_results_json(path))
+            return Side(spec, str(path), history.select(path))
+        return Side(spec, str(path), history.rows_from_results_json(path))
     if not spec.strip():
         raise UsageError("--baseline/--candidate is empty")
     for column in ("revision", "package_sha256", "bench_id"):
-        rows = bench_history.select(db, f"WHERE {column} = ?", (spec,))
+        rows = history.select(db, f"WHERE {column} = ?", (spec,))
         if rows:
             return Side(spec, f"{column} {spec}", rows)
     for column in ("revision", "package_sha256", "bench_id"):
@@ -70,14 +70,14 @@ def load_side(spec: str, db: Path) -> Side:
                              hint="give more characters")
         if values:
             value = values.pop()
-            return Side(spec, f"{column} {value}", bench_history.select(db, f"WHERE {column} = ?", (value,)))
+            return Side(spec, f"{column} {value}", history.select(db, f"WHERE {column} = ?", (value,)))
     known = [r[0] for r in _distinct(db, "revision", "")][:8]
     raise UsageError(f"no results for {spec!r} in {db} (not a revision, package sha256, bench id or file)",
                      hint=f"revisions there: {', '.join(known)}" if known else "run hexbuild bench first")
 
 
 def _distinct(db: Path, column: str, prefix: str) -> list[tuple[str]]:
-    conn = bench_history.connect(db, create=False)
+    conn = history.connect(db, create=False)
     try:
         escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
         return conn.execute(f"SELECT DISTINCT {column} FROM results WHERE {column} LIKE ? ESCAPE '\\' "
@@ -171,7 +171,7 @@ def markdown(result: dict[str, Any]) -> str:
 
 def chart_png(result: dict[str, Any]) -> bytes:
     """The speedup of each group with its noise as a whisker, 1.0 and the threshold marked."""
-    from .results.chart import png, pyplot
+    from ..results.chart import png, pyplot
 
     plt = pyplot()
 
@@ -197,7 +197,7 @@ def run_compare(*, db: Path, baseline: str, candidate: str, by: str | None, fail
                 out: Path) -> dict[str, Any]:
     import os
 
-    from .runner import atomic_write
+    from ..paths import atomic_write
 
     if fail_below is not None and not 0 < fail_below <= 1:
         raise UsageError("--fail-below must be a ratio in (0, 1], e.g. 0.95")

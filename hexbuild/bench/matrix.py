@@ -17,9 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from . import bench_history, runner
-from .errors import CpuFallback, EnvironmentMissing, HexbuildError, Interrupted, RemoteFailed, UsageError
-from .ui import ui
+from .. import runner
+from ..paths import atomic_write
+from .history import Recorder
+from ..errors import CpuFallback, EnvironmentMissing, HexbuildError, Interrupted, RemoteFailed, UsageError
+from ..ui import ui
 
 SCHEMA = "hexbuild.bench/1"
 CONFIG_KEYS = ("target", "ndev", "model", "n_batch", "n_ubatch", "n_threads")
@@ -170,7 +172,7 @@ def csv_text(summary: Sequence[dict[str, Any]]) -> str:
 
 def chart_png(summary: Sequence[dict[str, Any]], title: str) -> bytes:
     """Prompt and eval tokens/s per configuration, side by side."""
-    from .results.chart import png, pyplot
+    from ..results.chart import png, pyplot
 
     plt = pyplot()
 
@@ -274,18 +276,18 @@ def run(req: BenchRequest, settings) -> dict[str, Any]:
     runs: list[dict[str, Any]] = []
     failures: list[dict[str, Any]] = []
     total, done = len(planned) * req.repeat, 0
-    history = bench_history.Recorder(req.db, settings["run.results_dir"])
+    recorder = Recorder(req.db, settings["run.results_dir"])
     try:
         for spec in req.targets:
             with runner.open_target(spec, settings) as target:
-                history.open_target(target, req.dest)
+                recorder.open_target(target, req.dest)
                 for p in (p for p in planned if p.target == spec):
                     for rep in range(1, req.repeat + 1):
                         done += 1
                         ui.info(f"[{done}/{total}] {spec}: ndev {p.ndev}, {p.model}, run {rep}/{req.repeat}")
                         info, got = _run_once(target, p, rep, req, logs)
                         runs.append(info)
-                        rows += history.label(target, p.invocation, got)
+                        rows += recorder.label(target, p.invocation, got)
                         if not got:
                             failures.append(info)
                             why = info.get("error") or (f"llama-bench exited {info['exit_code']} "
@@ -293,15 +295,15 @@ def run(req: BenchRequest, settings) -> dict[str, Any]:
                             ui.warn(f"{spec}: {why} (ndev {p.ndev}, {p.model}, run {rep}); log: {info['log']}")
     except Interrupted:
         if runs:
-            write_outputs(out, req, rows, runs, summarize(rows), failures, history)
-            history.save(rows)
+            write_outputs(out, req, rows, runs, summarize(rows), failures, recorder)
+            recorder.save(rows)
         raise
     summary = summarize(rows)
-    files = write_outputs(out, req, rows, runs, summary, failures, history)
-    saved = history.save(rows)
+    files = write_outputs(out, req, rows, runs, summary, failures, recorder)
+    saved = recorder.save(rows)
     result = {"schema": SCHEMA, "out": str(out), "files": files, "results": summary,
-              "run_count": len(runs), "failures": failures, "bench_id": history.bench_id,
-              "db": str(history.path) if history.path else None, "db_rows": saved}
+              "run_count": len(runs), "failures": failures, "bench_id": recorder.bench_id,
+              "db": str(recorder.path) if recorder.path else None, "db_rows": saved}
     if failures:
         if not ui.json:
             ui.result(result, markdown(summary, failures))
@@ -321,9 +323,9 @@ def write_outputs(out: Path, req: BenchRequest, rows, runs, summary, failures, h
                                         "knobs": dict(req.knobs)},
            "results": summary, "records": rows, "runs": runs, "failures": failures}
     files = {"json": out / "results.json", "csv": out / "results.csv", "markdown": out / "results.md"}
-    runner.atomic_write(files["json"], json.dumps(doc, indent=2) + "\n")
-    runner.atomic_write(files["csv"], csv_text(summary))
-    runner.atomic_write(files["markdown"], md)
+    atomic_write(files["json"], json.dumps(doc, indent=2) + "\n")
+    atomic_write(files["csv"], csv_text(summary))
+    atomic_write(files["markdown"], md)
     if summary:
         try:
             chart = chart_png(summary, f"llama-bench on {', '.join(req.targets)}")
@@ -331,7 +333,7 @@ def write_outputs(out: Path, req: BenchRequest, rows, runs, summary, failures, h
             ui.warn(f"no chart: {e.message} ({e.hint})")
         else:
             files["chart"] = out / "results.png"
-            runner.atomic_write(files["chart"], chart)
+            atomic_write(files["chart"], chart)
     step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if step_summary:
         with open(step_summary, "a", encoding="utf-8") as f:

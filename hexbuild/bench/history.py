@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from . import __version__
-from .errors import UsageError
+from .. import __version__
+from ..errors import UsageError
 
 SCHEMA_VERSION = 1
 DB_NAME = "bench.sqlite"
@@ -144,8 +144,8 @@ def package_digest(manifest: Mapping[str, Any] | None) -> str | None:
 
 def target_context(target: Any, dest: str) -> dict[str, Any]:
     """Revision, package, toolchain and device of what is deployed at ``dest`` on ``target``."""
-    from .errors import HexbuildError
-    from .runner import default_dest, read_manifest
+    from ..errors import HexbuildError
+    from ..runner import default_dest, read_manifest
 
     where = dest or default_dest(target)
     where = target.expand(where) if hasattr(target, "expand") else where
@@ -175,7 +175,7 @@ def model_sha256(target: Any, path: str | None) -> str | None:
     where it lives (toybox and coreutils have sha256sum), since a model can be gigabytes."""
     if not path:
         return None
-    from .deploy.models import recorded_sha256
+    from ..deploy.models import recorded_sha256
 
     try:
         recorded = recorded_sha256(target, path)
