@@ -8,6 +8,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,9 @@ from hexbuild.targets import parse_target, socs
 from hexbuild.targets.adb import AdbTarget
 from hexbuild.targets.adbproto import parse_devices_l
 from hexbuild.targets.adbssh import AdbSshTarget
+from hexbuild.targets.adbtcp import AdbTcpTarget
 from hexbuild.targets.local import LocalTarget
+from hexbuild.targets.qemu import QemuTarget
 from hexbuild.targets.posix import parse_df_available, shell_command
 from hexbuild.targets.ssh import SshTarget
 
@@ -37,6 +40,9 @@ NASTY = ["plain", "with space", "it's", 'say "hi"', "$(touch /tmp/pwned)", "`id`
     ("ssh://root@rb3gen2.local:22", SshTarget, {}),
     ("ssh://board", SshTarget, {}),
     ("local:/tmp/llama.cpp", LocalTarget, {"root": "/tmp/llama.cpp"}),
+    ("adb+tcp://192.168.1.42", AdbTcpTarget, {"serial": "192.168.1.42:5555"}),
+    ("adb+tcp://[fe80::1]:37099", AdbTcpTarget, {"serial": "[fe80::1]:37099"}),
+    ("qemu:/tmp/q", QemuTarget, {"root": "/tmp/q"}),
 ])
 def test_target_grammar_accepts_every_documented_form(spec, cls, attrs):
     t = parse_target(spec, None)
@@ -67,6 +73,10 @@ def test_target_grammar_reads_user_host_and_port():
     ("ssh://host?x=1", "ssh://root@rb3gen2.local:22"),
     ("ssh:host", "ssh://root@rb3gen2.local:22"),
     ("local:", "local:/tmp/llama.cpp"),
+    ("local", "local:/tmp/llama.cpp"),
+    ("qemu:", "qemu:/tmp/llama.cpp"),
+    ("adb+tcp://phone/R5CT", "adb+tcp://192.168.1.42:5555"),
+    ("adb+tcp:phone", "adb+tcp://192.168.1.42:5555"),
 ])
 def test_malformed_targets_are_usage_errors_with_an_example(spec, example):
     with pytest.raises(UsageError) as e:
@@ -79,6 +89,30 @@ def test_unknown_targets_list_the_forms(spec):
     with pytest.raises(UsageError) as e:
         parse_target(spec, None)
     assert "adb:SERIAL" in e.value.message or "control characters" in e.value.message
+
+
+def test_every_registered_kind_is_one_module_that_declares_itself():
+    """The registry's scheme is the one its module declares, the example of each kind makes a
+    target of that kind with its declared caps, and --target's help names every form."""
+    from hexbuild.cli.deploy import TARGET_FORMS
+    from hexbuild.targets import registry
+
+    kinds = registry.all_kinds()
+    assert [k.scheme for k in kinds] == [scheme for scheme, _ in registry.REGISTRY]
+    for k in kinds:
+        t = parse_target(k.example, None)
+        assert registry.find(k.example) is k and t.caps == k.caps, k
+    assert {f.strip() for f in TARGET_FORMS.split("|")} == {f for k in kinds for f in k.form.split(" or ")}
+
+
+def test_parsing_a_spec_imports_only_its_kind(tmp_path):
+    """The registry repeats each scheme so a `run --print` on qemu: never loads sockets or SSH."""
+    code = ("import sys; from hexbuild.targets import parse_target; parse_target('qemu:/tmp/x'); "
+            "print(sorted(m for m in sys.modules if m.startswith('hexbuild.targets.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    loaded = eval(out)
+    assert "hexbuild.targets.qemu" in loaded
+    assert not {"hexbuild.targets.ssh", "hexbuild.targets.adbproto", "hexbuild.targets.adbssh"} & set(loaded), loaded
 
 
 def test_soc_table_is_data_and_unknown_stays_unknown():
@@ -219,6 +253,30 @@ def test_remote_adb_server_form_reaches_the_device(adb_server, phones):
     t = parse_target(f"adb://127.0.0.1:{adb_server.port}/{dev.serial}", None)
     assert t.probe("/data/local/tmp").htp_arch == "v79"
     assert t.capture(["getprop", "ro.board.platform"]).out.strip() == "sun"
+
+
+def test_adb_tcp_connects_the_phones_adbd_on_first_use(make_device, adb_server, make_locked_phone):
+    """adb+tcp://HOST:PORT: a phone the server does not know yet (wireless debugging) is
+    connected, waited for and used; one that refuses or is locked says so in one line."""
+    dev = make_device("SM8650")
+    adb_server("disconnect", dev.serial)
+    assert dev.serial not in adb_server("devices").stdout
+    with parse_target(f"adb+tcp://127.0.0.1:{dev.port}") as t:
+        got = t.capture(["echo", "it's here"])
+        assert (got.rc, got.out) == (0, "it's here\n")
+        assert t.probe("/data/local/tmp").soc == "SM8650"
+    assert dev.serial in adb_server("devices").stdout
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]
+    with pytest.raises(EnvironmentMissing) as e, parse_target(f"adb+tcp://127.0.0.1:{dead}") as t:
+        t.capture(["true"])
+    assert "could not connect" in e.value.message and "wireless debugging" in e.value.hint
+    locked = make_locked_phone()
+    adb_server("disconnect", locked.serial)
+    with pytest.raises(EnvironmentMissing) as e, parse_target(f"adb+tcp://{locked.serial}") as t:
+        t.capture(["true"])
+    assert "unauthorized" in e.value.message
 
 
 def test_unauthorized_and_offline_states_come_from_the_real_server(make_locked_phone, make_device, adb_server):

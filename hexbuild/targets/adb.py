@@ -18,7 +18,7 @@ from ..errors import EnvironmentMissing, HexbuildError, RemoteFailed, UsageError
 from ..ui import ui
 from . import socs
 from .adbproto import AdbClient, AdbConnectError, AdbError, AdbStreamClosed, AdbTimeout, DeviceEntry, tcp_connector
-from .base import ByteProgress, DeviceInfo, OutputSink, TargetCaps
+from .base import ByteProgress, DeviceInfo, OutputSink, TargetCaps, TargetKind, TargetSettings
 from .posix import ShellTarget, not_ready_message, parse_df_available, shell_command
 from .tools import PROBE_SCRIPT, parse_tools
 
@@ -218,17 +218,19 @@ def local_target(spec: str, serial: str | None, *, timeout: float, transfer_time
     return t
 
 
-def remote_target(spec: str, host: str, port: int, serial: str | None, *, timeout: float,
-                  transfer_timeout: float) -> AdbTarget:
-    t = AdbTarget(spec, AdbClient(tcp_connector(host, port), timeout=timeout), serial,
-                  server=f"the adb server at {host}:{port}", timeout=timeout, transfer_timeout=transfer_timeout)
-    t._display_prefix = lambda s: ["adb", "-H", host, "-P", str(port), "-s", s]  # type: ignore[method-assign]
-    return t
-
-
 def ready_local_devices(timeout: float) -> tuple[list[str], list[DeviceEntry]]:
     """(serials in state ``device``, the others) on the local server — for ``--all``."""
     probe = local_target("adb", None, timeout=timeout, transfer_timeout=timeout)
     devs = probe.devices()
     return [d.serial for d in devs if d.state == "device"], [d for d in devs if d.state != "device"]
 
+
+def _parse(spec: str, s: TargetSettings) -> AdbTarget:
+    from .spec import serial_part
+
+    return local_target(spec, serial_part(spec, KIND), timeout=s.timeout, transfer_timeout=s.transfer_timeout)
+
+
+KIND = TargetKind(scheme="adb", form="adb or adb:SERIAL", example="adb:R5CT1234ABC",
+                  summary="a device on this machine's adb server: the one ready device, or SERIAL",
+                  parse=_parse, caps=AdbTarget.caps)

@@ -199,6 +199,11 @@ class AdbClient:
     def devices(self) -> list[DeviceEntry]:
         return parse_devices_l(self.host_query("host:devices-l"))
 
+    def connect_device(self, host: str, port: int) -> str:
+        """``adb connect HOST:PORT``: the server dials the device's adbd; returns the server's
+        answer ("connected to …", "already connected to …" or "failed to connect to …")."""
+        return self.host_query(f"host:connect:{host}:{port}")
+
     def features(self, serial: str) -> set[str]:
         return set(self.host_query(f"host-serial:{serial}:features").strip().split(","))
 

@@ -24,6 +24,7 @@ from typing import Any
 from ..errors import EnvironmentMissing
 from .adb import AdbTarget
 from .adbproto import AdbClient, AdbConnectError
+from .base import TargetKind, TargetSettings
 from .ssh import SshSession
 
 
@@ -78,3 +79,17 @@ class AdbSshTarget(AdbTarget):
 
     def close(self) -> None:
         self.session.close()
+
+
+def _parse(spec: str, s: TargetSettings) -> AdbSshTarget:
+    from .spec import url
+
+    user, host, port, serial = url(spec, KIND, user_ok=True, path_ok=True)
+    session = SshSession(host, port, user, known_hosts=s.known_hosts, identity=s.identity, timeout=s.timeout)
+    return AdbSshTarget(spec, session, serial, timeout=s.timeout, transfer_timeout=s.transfer_timeout)
+
+
+KIND = TargetKind(scheme="adb+ssh://", form="adb+ssh://[USER@]HOST[:PORT][/SERIAL]",
+                  example="adb+ssh://me@lab-host/R5CT1234ABC",
+                  summary="a phone attached to HOST, through HOST's adb server over SSH",
+                  parse=_parse, caps=AdbSshTarget.caps)

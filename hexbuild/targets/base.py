@@ -27,7 +27,7 @@ class RemoteFile:
 @dataclass
 class DeviceInfo:
     target: str  # the spec the user gave
-    kind: str  # adb | adb+ssh | ssh | local | qemu
+    kind: str  # adb | adb+ssh | adb+tcp | ssh | local | qemu
     os: str  # android | linux
     state: str  # device | unauthorized | offline | unknown (adb states); ready for ssh/local
     serial: str | None = None
@@ -68,6 +68,39 @@ class TargetCaps:
     package_oses: tuple[str, ...] = ("android", "linux")  # packages whose programs it can run
     forward: bool = False  # can expose a device TCP port on this machine's loopback
     glibc_check: bool = False  # deploy compares the package's glibc needs with the target's glibc
+
+
+@dataclass(frozen=True)
+class TargetSettings:
+    """What every kind's parser may need from the settings, read once by ``parse_target``."""
+
+    timeout: float = 15.0  # ssh.timeout: one remote call
+    transfer_timeout: float = 600.0  # deploy.timeout: one file
+    known_hosts: str = ""  # ssh.known_hosts
+    identity: str = ""  # ssh.identity
+    sysroot: str = ""  # linux.sysroot
+
+
+@dataclass(frozen=True)
+class TargetKind:
+    """One kind of target, declared by its own module as ``KIND`` and found through
+    ``targets/registry.py`` (as Zephyr's west finds a runner and its RunnerCaps)."""
+
+    scheme: str  # how a spec of this kind starts: a word ("adb": adb, adb:SERIAL) or a URL scheme ("ssh://")
+    form: str  # the grammar, for messages: "ssh://[USER@]HOST[:PORT]"
+    example: str  # a spec that works: "ssh://root@rb3gen2.local:22"
+    summary: str  # one line: what is at the other end
+    parse: Callable[[str, TargetSettings], "Target"]  # the spec (scheme included) → a Target; UsageError if malformed
+    caps: TargetCaps
+
+    def matches(self, spec: str) -> bool:
+        return self.matches_scheme(self.scheme, spec)
+
+    @staticmethod
+    def matches_scheme(scheme: str, spec: str) -> bool:
+        if scheme.endswith("://"):
+            return spec.startswith(scheme)
+        return spec == scheme or (spec.startswith(scheme + ":") and not spec.startswith(scheme + "://"))
 
 
 class Target(ABC):

@@ -12,7 +12,7 @@ from typing import Mapping, Sequence
 
 from ..errors import EnvironmentMissing, RemoteFailed
 from ..ui import ui
-from .base import ByteProgress, DeviceInfo, OutputSink, TargetCaps
+from .base import ByteProgress, DeviceInfo, OutputSink, TargetCaps, TargetKind, TargetSettings
 from .posix import ShellTarget
 
 CHUNK = 1024 * 1024
@@ -109,3 +109,16 @@ class LocalTarget(ShellTarget):
         os.chmod(tmp, mode)
         os.replace(tmp, dst)
 
+
+def _parse(spec: str, s: TargetSettings) -> LocalTarget:
+    from .spec import after_colon, malformed
+
+    path = after_colon(spec, KIND)
+    if not path:
+        raise malformed(spec, KIND, "the directory is empty")
+    return LocalTarget(spec, path, timeout=s.timeout, transfer_timeout=s.transfer_timeout)
+
+
+KIND = TargetKind(scheme="local", form="local:DIR", example="local:/tmp/llama.cpp",
+                  summary="a directory on this machine, its programs run natively", parse=_parse,
+                  caps=LocalTarget.caps)

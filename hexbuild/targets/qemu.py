@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from ..errors import EnvironmentMissing
-from .base import DeviceInfo, OutputSink, TargetCaps
+from .base import DeviceInfo, OutputSink, TargetCaps, TargetKind, TargetSettings
 from .local import LocalTarget
 
 ELF_AARCH64 = 183
@@ -110,3 +110,18 @@ class QemuTarget(LocalTarget):
     def run(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str | None = None,
             timeout: float | None = None, on_output: OutputSink | None = None) -> int:
         return super().run(self.emulated(argv, cwd), env=env, cwd=cwd, timeout=timeout, on_output=on_output)
+
+
+def _parse(spec: str, s: TargetSettings) -> QemuTarget:
+    from .spec import after_colon, malformed
+
+    path = after_colon(spec, KIND)
+    if path == "":
+        raise malformed(spec, KIND, "the directory after 'qemu:' is empty (or write just qemu)")
+    return QemuTarget(spec, path or default_root(), sysroot=s.sysroot, timeout=s.timeout,
+                      transfer_timeout=s.transfer_timeout)
+
+
+KIND = TargetKind(scheme="qemu", form="qemu[:DIR]", example="qemu:/tmp/llama.cpp",
+                  summary="a directory on this machine, AArch64 Linux programs run by qemu-aarch64",
+                  parse=_parse, caps=QemuTarget.caps)

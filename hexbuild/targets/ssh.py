@@ -27,7 +27,7 @@ from typing import Any, Mapping, Sequence
 
 from ..errors import EnvironmentMissing, RemoteFailed
 from ..ui import ui
-from .base import ByteProgress, DeviceInfo, OutputSink, TargetCaps
+from .base import ByteProgress, DeviceInfo, OutputSink, TargetCaps, TargetKind, TargetSettings
 from .posix import ShellTarget, shell_command
 
 
@@ -336,3 +336,15 @@ class SshTarget(ShellTarget):
 
     def close(self) -> None:
         self.session.close()
+
+
+def _parse(spec: str, s: TargetSettings) -> SshTarget:
+    from .spec import url
+
+    user, host, port, _ = url(spec, KIND, user_ok=True, path_ok=False)
+    session = SshSession(host, port, user, known_hosts=s.known_hosts, identity=s.identity, timeout=s.timeout)
+    return SshTarget(spec, session, timeout=s.timeout, transfer_timeout=s.transfer_timeout)
+
+
+KIND = TargetKind(scheme="ssh://", form="ssh://[USER@]HOST[:PORT]", example="ssh://root@rb3gen2.local:22",
+                  summary="Linux on a Snapdragon board, over SSH and SFTP", parse=_parse, caps=SshTarget.caps)
