@@ -8,6 +8,7 @@ import io
 import json
 import os
 import secrets
+import subprocess
 import tarfile
 from pathlib import Path
 
@@ -112,6 +113,22 @@ def test_deploy_is_incremental_and_atomic_like_local(cli, tmp_path, linux_pkg):
     got = decode_echo(Path(r.json["log"]).read_bytes())
     assert got["argv"][0] == "./bin/llama-completion" and got["argv"][-2:] == ["-n", "16"]
     assert got["env"]["LD_LIBRARY_PATH"] == f"{tmp_path}/inst/lib"
+
+
+def test_launch_scripts_start_the_programs_through_the_emulator(cli, tmp_path, linux_pkg):
+    """deploy --ndev writes launch scripts that start the install's AArch64 programs the way the
+    target does (qemu-aarch64 -L SYSROOT --), so they run here as they would on a board."""
+    (linux_pkg / "lib" / "libggml-hexagon.so").write_bytes(b"the Hexagon backend stand-in\n")  # an NPU package
+    spec = f"qemu:{tmp_path}/inst"
+    r, _ = deploy_json(cli, linux_pkg, spec, "--ndev", "2")
+    assert r.rc == 0, r.err
+    script = tmp_path / "inst" / "scripts" / "run-completion.sh"
+    assert f"qemu-aarch64 -L {SYSROOT} -- ./bin/llama-completion" in script.read_text()
+    cp = subprocess.run(["sh", str(script), "-p", "it's"], capture_output=True, stdin=subprocess.DEVNULL, timeout=60)
+    assert cp.returncode == 0, cp.stderr
+    got = decode_echo(cp.stdout)
+    assert got["argv"][0] == "./bin/llama-completion" and got["argv"][-2:] == ["-p", "it's"]
+    assert got["env"]["GGML_HEXAGON_NDEV"] == "2" and Path(got["cwd"]) == (tmp_path / "inst").resolve()
 
 
 def test_verbose_prints_the_emulator_command(cli, tmp_path, linux_pkg):

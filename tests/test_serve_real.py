@@ -39,16 +39,24 @@ def check_real_answers(url: str, model_path_end: str) -> None:
     assert sum(1 for c in chunks if c.choices and c.choices[0].delta.content) > 1
 
 
-def test_real_server_on_qemu(cli, serve_state, tmp_path, real_linux_package, tiny_gguf):
+def test_real_server_on_qemu(cli, serve_state, tmp_path, real_linux_package, tiny_gguf, monkeypatch):
+    """The CPU-only open build follows the one rule (hexbuild/artifacts/npu.py): it serves with a
+    warning, and NPU sessions asked of it are exit 12 before anything starts. The detached
+    supervisor runs the hexbuild that was started, from a directory holding another hexbuild/."""
     spec = f"qemu:{tmp_path}/inst"
     port = free_port()
+    elsewhere = tmp_path / "a-checkout"
+    (elsewhere / "hexbuild").mkdir(parents=True)
+    (elsewhere / "hexbuild" / "__init__.py").write_text("raise ImportError('not the hexbuild that was started')\n")
+    monkeypatch.chdir(elsewhere)
     r = cli("--json", "serve", "-t", spec, "--package", str(real_linux_package), "--model", str(tiny_gguf),
-            "--models-dir", str(tmp_path / "models"), "--port", str(port), "--ctx", "512", "--detach")
-    assert r.rc == 3 and "no Hexagon backend" in r.json["error"]["message"]  # a CPU build is refused…
+            "--models-dir", str(tmp_path / "models"), "--port", str(port), "--ctx", "512", "--detach", "--ndev", "2")
+    assert r.rc == 12 and "has no NPU libraries" in r.json["error"]["message"]
     assert port_free(port) and state_mod.records() == []
     r = cli("--json", "serve", "-t", spec, "--model", tiny_gguf.name, "--models-dir", str(tmp_path / "models"),
-            "--port", str(port), "--ctx", "512", "--detach", "--allow-cpu-fallback")  # …unless allowed
+            "--port", str(port), "--ctx", "512", "--detach")
     assert r.rc == 0, r.err
+    assert sum("runs on the CPU only" in line for line in r.err.splitlines()) == 1
     ready = r.json
     assert ready["model_name"].endswith(tiny_gguf.name) and "listening on" in r.err
     (rec,) = state_mod.records()

@@ -44,6 +44,7 @@ class BenchRequest:
     out: str = ""
     timeout: float | None = None
     allow_cpu_fallback: bool = False  # a run whose HTP sessions did not open still counts
+    sessions_given: bool = True  # --ndev/--devices/run.ndev said how many: a CPU-only package is then exit 12
     db: str | None = None  # the history database; None: <results_dir>/bench.sqlite, "": none
 
 
@@ -226,7 +227,8 @@ def plan(req: BenchRequest, settings) -> list[_Planned]:
             for model in req.models:
                 # llama-bench runs the threads × ubatch × batch matrix itself (comma lists).
                 prepared = runner.prepare(runner.RunRequest(
-                    kind="bench", target=spec, dest=req.dest, models_dir=req.models_dir, ndev=ndev, devices=devices,
+                    kind="bench", target=spec, dest=req.dest, models_dir=req.models_dir,
+                    ndev=ndev if req.sessions_given else None, devices=devices,
                     model=model, knobs=req.knobs, extra=req.extra, threads=",".join(map(str, req.threads)),
                     ubatch=",".join(map(str, req.ubatch)), batch=",".join(map(str, req.batch)) or None,
                     bench_output="jsonl", timeout=req.timeout), settings)

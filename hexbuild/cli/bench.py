@@ -50,7 +50,8 @@ def bench_command(
         batch=bench.int_list(batch, "--batch"),
         repeat=repeat, knobs=ctx.meta.get("hexbuild.knobs", []), extra=ctx.meta.get("hexbuild.extra", []),
         dest=s["deploy.dest"], models_dir=s["deploy.models_dir"], out=out or "", timeout=timeout, db=db,
-        allow_cpu_fallback=allow_cpu_fallback)
+        allow_cpu_fallback=allow_cpu_fallback,
+        sessions_given=bool(ndev or devices or s["run.ndev"]))
     result = bench.run(req, s)
     ui.info(f"results in {result['out']}")
     ui.result(result, bench.markdown(result["results"]))

@@ -43,7 +43,6 @@ def deploy_command(
                                           help="AArch64 glibc runtime for qemu: targets and --bundle-runtime (default: the open toolchain image's)."),
 ) -> None:
     """Deploy incrementally and atomically: only changed files travel, the switch is one rename."""
-    from ..runner.install import cpu_only_note
     from ..deploy import DeployOptions, default_package, deploy, load_package, raise_for_failures
     from ..errors import UsageError
     from ..targets import parse_target
@@ -77,9 +76,6 @@ def deploy_command(
             path = Path(package) if package else default_package(common.source_dir(s), s["build.install_dir"])
             pkg = load_package(path)
             ui.info(f"package {path}: {len(pkg.files)} files, {_size(pkg.bytes)}")
-            note = cpu_only_note(pkg.meta)
-            if note:
-                ui.warn(note)
         with ui.progress() as progress:
             opts.progress = progress
             results = deploy(pkg, targets, opts)

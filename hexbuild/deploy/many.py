@@ -26,6 +26,8 @@ def deploy(package: Path | Package | None, targets: list[Target], options: Deplo
     owned = package is not None and not isinstance(package, Package)
     pkg = load_package(Path(package)) if owned else package
     try:
+        if pkg is not None and not opts.rollback:
+            _check_npu(pkg, opts)
         for t in targets:
             if pkg is not None:
                 check_package_os(pkg, t)
@@ -59,3 +61,19 @@ def deploy(package: Path | Package | None, targets: list[Target], options: Deplo
     finally:
         if owned:
             pkg.close()
+
+
+def _check_npu(pkg: Package, opts: DeployOptions) -> None:
+    """The one rule (artifacts/npu.py) before any target is touched: a CPU-only package is said
+    once; launch scripts for HTP sessions (--ndev, deploy.ndev) of one are exit 12."""
+    from ..artifacts.npu import cpu_only_note, sessions_refused
+    from ..errors import CpuFallback
+    from ..ui import ui
+
+    note = cpu_only_note(pkg.listing())
+    if note is None:
+        return
+    if opts.ndev:
+        message, hint = sessions_refused(str(pkg.root), "--ndev")
+        raise CpuFallback(message, hint=hint)
+    ui.warn(note)

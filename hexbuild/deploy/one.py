@@ -9,6 +9,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from ..artifacts.npu import missing_skel_note
 from ..errors import DeployFailed, EnvironmentMissing, HexbuildError, Interrupted, UsageError
 from ..targets.base import DeviceInfo, Target
 from ..targets.posix import not_ready_message
@@ -61,6 +62,10 @@ def deploy_one(target: Target, pkg: Package | None, models: list[Model], opts: D
             return res
         models_dir = _absolute(target, opts.models_dir or default_models_dir(target),
                                "models directory")
+        skel = missing_skel_note(pkg.listing(), info.htp_arch)  # the one rule: an NPU package that cannot open
+        if skel:
+            res.warnings.append(skel)
+            ui.warn(f"{target.spec}: {skel}")
         res.glibc = check_glibc(target, pkg, bundled=bool(opts.runtime_files))  # refused before the lock
         want = dict(pkg.files)
         want.update(opts.runtime_files)

@@ -33,6 +33,10 @@ class Package:
     def bytes(self) -> int:
         return sum(f.size for f in self.files.values())
 
+    def listing(self) -> dict[str, Any]:
+        """The metadata with the file list, as a manifest reader (artifacts/npu.py) takes it."""
+        return {**self.meta, "files": [{"path": p} for p in self.files]}
+
     def close(self) -> None:
         if self._tmp is not None:
             self._tmp.cleanup()

@@ -23,7 +23,8 @@ def launch_scripts_for(target: Target, info: DeviceInfo, pkg: Package, dest: str
 
     facts = opts.facts if opts.facts is not None else (pkg.meta.get("llama_cpp") or {})
     scripts = launch_scripts(facts=facts, dest=dest, models_dir=models_dir, ndev=opts.ndev, os=target.os,
-                             htp_arch=info.htp_arch, runtime=opts.runtime if opts.runtime_files else None)
+                             htp_arch=info.htp_arch, runtime=opts.runtime if opts.runtime_files else None,
+                             launcher=target.launcher())
     for name in scripts:
         if "/" in name or name.startswith("."):
             raise DeployFailed(f"launch script name not allowed: {name!r}")

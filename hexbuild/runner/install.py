@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping
 
+from ..artifacts.npu import CPU, npu_support
 from ..ui import ui
 
 MANIFEST = ".hexbuild/manifest.json"
@@ -33,26 +34,6 @@ def installed_tools(manifest: Mapping[str, Any] | None) -> set[str] | None:
     return {f["path"][4:] for f in files if isinstance(f, dict) and str(f.get("path", "")).startswith("bin/")}
 
 
-def cpu_only_note(meta: Mapping[str, Any]) -> str | None:
-    """One line for deploy and run when the package has no NPU libraries (``lacks: ["htp"]``)."""
-    if "htp" not in (meta.get("lacks") or []):
-        return None
-    return (f"this package was built with the {meta.get('toolchain') or 'open'} toolchain and has no NPU "
-            "libraries: it runs on the CPU only")
-
-
-def has_npu(manifest: Mapping[str, Any] | None) -> bool:
-    """False for a CPU-only build — its manifest says it lacks the NPU libraries, or lists its
-    libraries without the Hexagon backend: then no HTP device is selected. True when unknown."""
-    if "htp" in ((manifest or {}).get("lacks") or []):  # the build says so (--toolchain open)
-        return False
-    files = (manifest or {}).get("files")
-    paths = {str(f.get("path")) for f in files if isinstance(f, dict)} if isinstance(files, list) else set()
-    if not any(p.startswith("lib/") and ".so" in p for p in paths):
-        return True  # no libraries listed: not enough to tell
-    return "lib/libggml-hexagon.so" in paths
-
-
 def default_models_dir(target) -> str:
     """Where models go when --models-dir and deploy.models_dir say nothing: beside a qemu:
     install (it lives in hexbuild's cache, not the user's home), else the OS's convention."""
@@ -64,15 +45,8 @@ def default_models_dir(target) -> str:
 
 
 def cpu_only(manifest: Mapping[str, Any] | None) -> bool:
-    """A package with no HTP library to open a session with: built with the open toolchain, or
-    a manifest that records its HTP versions and has none."""
-    if not manifest:
-        return False
-    if not has_npu(manifest) or "htp" in (manifest.get("lacks") or []):
-        return True
-    if manifest.get("toolchain") == "open" or (manifest.get("toolchain") or {}) == {"kind": "open"}:
-        return True
-    return "htp_versions" in manifest and not manifest.get("htp_versions") and isinstance(manifest.get("files"), list)
+    """No Hexagon host library in the deployed package (artifacts/npu.py: the one rule)."""
+    return npu_support(manifest) == CPU
 
 
 def default_dest(target) -> str:

@@ -32,9 +32,11 @@ def _case_arms(table: Mapping[str, Flag]) -> list[dict[str, Any]]:
 
 
 def launch_scripts(*, facts: dict, dest: str, models_dir: str, ndev: int, os: str,
-                   htp_arch: str | None, runtime: dict | None = None) -> dict[str, str]:
+                   htp_arch: str | None, runtime: dict | None = None,
+                   launcher: list[str] | None = None) -> dict[str, str]:
     """File name → POSIX sh script for each tool the revision builds, opening ``ndev`` sessions
-    in the revision's vocabulary; extra arguments pass through and replace injected defaults."""
+    in the revision's vocabulary; extra arguments pass through and replace injected defaults.
+    ``launcher``: words before the program (the target's, e.g. qemu's emulator)."""
     check_sessions(ndev, os_name=os, htp_arch=htp_arch)
     rev = Revision.from_facts(facts)
     sess = sessions(rev, ndev=ndev, devices=None)
@@ -53,7 +55,7 @@ def launch_scripts(*, facts: dict, dest: str, models_dir: str, ndev: int, os: st
             "value_options": sorted(VALUE_OPTIONS - set(table)),
             "takes_model": "model" in {f.group for f in table.values()},
             "session_vars": [v for v in SESSION_VARS if v not in inv.env],
-            "loader": loader_of(runtime, dest),
+            "loader": loader_of(runtime, dest), "launcher": list(launcher or []),
         }
         if kind == "tool":
             # run-tool.sh takes the tool as $1; test-backend-ops gets -b <first device>.

@@ -60,10 +60,10 @@ def check(record, *, allow_cpu_fallback: bool = False) -> None:
     """Raise CpuFallback (exit 12) when a run that exited 0 asked for HTP sessions and fell back
     to the CPU; with ``allow_cpu_fallback`` say it as a warning instead."""
     d = getattr(record, "dispatch", None) or {}
-    if d.get("cpu_only"):
+    reason = d.get("fallback_reason")  # the backend's own lines: whatever the manifest says
+    if d.get("cpu_only") and not reason:
         ui.info("the package is CPU only (no HTP libraries): nothing ran on the NPU")
         return
-    reason = d.get("fallback_reason")
     if not reason or record.exit_code not in (0, None):
         return
     message = f"{record.target}: the run fell back to the CPU: {reason}"

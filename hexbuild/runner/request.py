@@ -6,12 +6,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import EnvironmentMissing, RemoteFailed, UsageError
+from ..artifacts.npu import cpu_only_note, sessions_refused
+from ..errors import CpuFallback, EnvironmentMissing, RemoteFailed, UsageError
 from ..ui import ui
 from .commands import Invocation, render
 from .execution import RunRecord, _slug, execute
 from .htp_sessions import Sessions, check_sessions, sessions
-from .install import (MANIFEST, PROMPTS_DIR, cpu_only, cpu_only_note, default_dest, default_models_dir,
+from .install import (MANIFEST, PROMPTS_DIR, cpu_only, default_dest, default_models_dir,
                       installed_tools, loader_of, read_manifest, through_loader)
 from .knobs import knob_env
 from .revision import Revision
@@ -99,8 +100,10 @@ def prepare_on(target, req: RunRequest, *, offline_ok: bool = False) -> Prepared
     sess = sessions(rev, ndev=req.ndev, devices=req.devices)
     no_htp = cpu_only(manifest)
     if no_htp:
-        if req.ndev or req.devices:
-            ui.warn(f"the package on {target.spec} has no HTP libraries (CPU only): --ndev/--devices ignored")
+        if req.ndev or req.devices:  # asked for explicitly: nothing here can open them
+            where = target.spec if dest in target.spec else f"{target.spec}:{dest}"
+            message, hint = sessions_refused(where, "--devices" if req.devices else "--ndev")
+            raise CpuFallback(message, hint=hint)
         sess = Sessions({}, [])
     if sess.count > 1 and reachable:
         arch = (manifest or {}).get("htp_arch")
@@ -148,7 +151,7 @@ def prepare_on(target, req: RunRequest, *, offline_ok: bool = False) -> Prepared
         raise EnvironmentMissing(f"{inv.argv[0][len('./bin/'):]} is not installed in {dest}/bin on {target.spec}",
                                  hint="deploy a build that has it")
     inv.argv = through_loader(inv.argv, loader_of((manifest or {}).get("runtime"), dest))
-    return Prepared(target, inv, prompt_upload, sessions=sess.names, cpu_only=cpu_only_note(manifest or {}))
+    return Prepared(target, inv, prompt_upload, sessions=sess.names, cpu_only=cpu_only_note(manifest))
 
 
 def run(req: RunRequest, settings) -> RunRecord:

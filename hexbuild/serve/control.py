@@ -1,7 +1,7 @@
 """``serve --detach``, ``serve status`` and ``serve stop``: servers that outlive the command.
 
 ``--detach`` runs the very same supervisor as a foreground ``serve`` (serve.start + supervise),
-in a process of its own session (``python -m hexbuild.serve.daemon``), so a forward that
+in a process of its own session (``hexbuild.serve.daemon``, the hexbuild this process runs), so a forward that
 lives in hexbuild (an SSH tunnel, an adb stream) keeps living; the command streams the start-up
 log, returns once the server is ready and leaves its record in the state directory.
 ``serve stop`` asks the supervisor to stop (SIGTERM: the same clean-up as Ctrl-C) and, when the
@@ -50,7 +50,7 @@ def detach(req: ServeRequest, settings, *, stream: bool = True, timeout: float |
            "result": str(result_file)}
     request_file.write_text(json.dumps(doc))
     with open(serve_state.supervisor_log_path(req.port), "ab") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "hexbuild.serve.daemon", str(request_file)],
+        proc = subprocess.Popen(supervisor_argv(str(request_file)),
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True, close_fds=True)
     ui.detail(f"supervisor PID {proc.pid}; its log: {serve_state.supervisor_log_path(req.port)}")
@@ -63,6 +63,8 @@ def detach(req: ServeRequest, settings, *, stream: bool = True, timeout: float |
             if mine and stream:
                 offset = _copy_new(serve_state.log_path(req.port), offset)
             if mine and rec.get("status") == "ready":
+                for text in rec.get("warnings") or []:  # said in the supervisor, whose output is its log
+                    ui.warn(text)
                 return rec
             if proc.poll() is not None:
                 break
@@ -90,6 +92,21 @@ def detach(req: ServeRequest, settings, *, stream: bool = True, timeout: float |
     if "error" in result:
         raise _rebuild_error(result["error"])
     raise HexbuildError("the serve supervisor ended without a server")
+
+
+# `python -m` would put the working directory first on sys.path: started from a directory that
+# holds a hexbuild/ folder (the project's own checkout), the supervisor would import that one.
+_BOOT = ("import sys; sys.path[0] = sys.argv.pop(1); from hexbuild.serve.daemon import main; "
+         "raise SystemExit(main(sys.argv[1]))")
+
+
+def supervisor_argv(request_file: str) -> list[str]:
+    """The supervisor's command line: this interpreter and the hexbuild this process runs,
+    whatever the working directory holds."""
+    import hexbuild
+
+    home = os.path.dirname(os.path.dirname(os.path.abspath(hexbuild.__file__)))
+    return [sys.executable, "-c", _BOOT, home, request_file]
 
 
 def _copy_new(path, offset: int) -> int:

@@ -1,5 +1,6 @@
-"""The supervisor of a ``hexbuild serve --detach`` server, run as
-``python -m hexbuild.serve.daemon REQUEST.json`` in a session of its own.
+"""The supervisor of a ``hexbuild serve --detach`` server, started by control.supervisor_argv
+(``main(REQUEST.json)`` of the hexbuild that detached it, whatever the working directory holds)
+in a session of its own.
 
 It is a foreground ``serve`` without a terminal: it starts the server, writes the outcome of
 the start to the result file named in the request (the waiting command reads it), then

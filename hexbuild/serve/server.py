@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 from ..errors import DeviceLost, EnvironmentMissing, HexbuildError, RemoteFailed, UsageError
 from ..runner import background
-from ..runner.install import default_dest, default_models_dir, has_npu, installed_tools, read_manifest
+from ..runner.install import default_dest, default_models_dir, installed_tools, read_manifest
 from ..runner.request import RunRequest, open_target, prepare_on
 from ..ui import ui
 from . import state as serve_state
@@ -32,7 +32,6 @@ from .openai_http import health, model_name
 DEFAULT_PORT = 8080  # llama-server's own default
 READY_TIMEOUT = 600.0  # a large model takes minutes to load and repack
 SERVER = "llama-server"
-HEXAGON_LIB = "lib/libggml-hexagon.so"
 BUILD_HINT = "build it: hexbuild build --build-target llama-server (then serve with --package PKG)"
 
 
@@ -218,19 +217,17 @@ def _start(target, req: ServeRequest, settings, sink) -> Server:
     if SERVER not in tools:
         raise EnvironmentMissing(f"the package on {target.spec}:{dest} has no {SERVER}", hint=BUILD_HINT)
     extra = list(req.extra)
-    if not has_npu(manifest):
-        if not req.allow_cpu_fallback:
-            raise EnvironmentMissing(f"the package on {target.spec}:{dest} has no Hexagon backend ({HEXAGON_LIB}): "
-                                     "the model would run on the CPU",
-                                     hint="deploy an NPU build, or pass --allow-cpu-fallback to serve from the CPU")
-        ui.warn(f"the package on {target.spec} has no Hexagon backend: serving from the CPU (--allow-cpu-fallback)")
     if req.ctx is not None:
         extra += ["--ctx-size", str(req.ctx)]
     extra += ["--host", "127.0.0.1", "--port", str(device_port)]
     run_req = RunRequest(kind="server", target=req.target, dest=dest, models_dir=models_dir, ndev=req.ndev,
                          devices=req.devices, model=model, knobs=req.knobs, extra=extra, threads=req.threads,
                          ubatch=req.ubatch)
-    inv = prepare_on(target, run_req).invocation
+    prepared = prepare_on(target, run_req)  # a CPU-only package: the one rule (artifacts/npu.py)
+    warnings = [prepared.cpu_only] if prepared.cpu_only else []
+    if prepared.cpu_only and not req.detached:  # a detached start's command says it (control.detach)
+        ui.warn(prepared.cpu_only)
+    inv = prepared.invocation
 
     device_log = posixpath.join(posixpath.dirname(dest.rstrip("/")) or "/", ".hexbuild-serve", f"{device_port}.log")
     local_log = serve_state.log_path(req.port)
@@ -253,7 +250,7 @@ def _start(target, req: ServeRequest, settings, sink) -> Server:
     record = serve_state.new_record(
         target=req.target, kind=target.kind, local_port=req.port, device_port=device_port, pid=pid,
         pid_start=since, model=req.model, url=f"http://127.0.0.1:{req.port}/v1", log=str(local_log),
-        device_log=device_log, dest=dest, detached=req.detached, argv=inv.argv, env=inv.env)
+        device_log=device_log, dest=dest, detached=req.detached, argv=inv.argv, env=inv.env, warnings=warnings)
     try:
         serve_state.write(record)
         forward = target.forward(req.port, device_port)

@@ -173,6 +173,11 @@ class Target(ABC):
         in front of AArch64 programs)."""
         return list(argv)
 
+    def launcher(self) -> list[str]:
+        """The words a launch script on the device puts before a program of the install (``qemu:``:
+        its emulator); ``program_argv`` does the same for one argv hexbuild runs itself."""
+        return []
+
     def preflight(self) -> None:
         """Check what this machine itself needs for the target (EnvironmentMissing), before any work."""
 

@@ -107,6 +107,9 @@ class QemuTarget(LocalTarget):
     def program_argv(self, argv: Sequence[str], cwd: str | None = None) -> list[str]:
         return self.emulated(argv, cwd)
 
+    def launcher(self) -> list[str]:
+        return [self.qemu, "-L", str(self.sysroot), "--"]  # the install's programs are AArch64 ELF files
+
     def run(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str | None = None,
             timeout: float | None = None, on_output: OutputSink | None = None) -> int:
         return super().run(self.emulated(argv, cwd), env=env, cwd=cwd, timeout=timeout, on_output=on_output)
