@@ -16,7 +16,8 @@ from hexbuild.errors import UsageError
 from tests.infra.runner_tools import make_install
 
 MANIFEST = {"schema": 1, "llama_cpp": {"revision": "b7000-abc"}, "image": {"reference": "img:1", "digest": "sha256:" + "d" * 64},
-            "files": [{"path": "bin/llama-bench", "sha256": "a" * 64}, {"path": "lib/libggml.so", "sha256": "b" * 64}]}
+            "files": [{"path": "bin/llama-bench", "sha256": "a" * 64}, {"path": "lib/libggml.so", "sha256": "b" * 64},
+                      {"path": "lib/libggml-hexagon.so", "sha256": "c" * 64}]}
 
 
 @pytest.fixture

@@ -34,6 +34,8 @@ def pkg_236(tmp_path, argv_echo_aarch64) -> Path:
     (root / "lib").mkdir()
     for name in ("llama-completion", "test-backend-ops"):
         shutil.copy(argv_echo_aarch64, root / "bin" / name)
+    # an AArch64 ELF file in the Hexagon host library's place: an NPU package, so --ndev writes scripts
+    shutil.copy(argv_echo_aarch64, root / "lib" / "libggml-hexagon.so")
     (root / "manifest.json").write_text(json.dumps({"os": "linux"}))
     return root
 
