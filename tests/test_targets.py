@@ -208,7 +208,7 @@ def test_adb_files_push_list_hash_rename_remove(phones, tmp_path):
     data = bytes(range(256)) * 12000  # 3 MB: several progress reports
     local.write_bytes(data)
     seen = []
-    t.push(local, "/data/local/tmp/files/x y/blob.bin", mode=0o755, progress=seen.append)
+    t.push(local, "/data/local/tmp/files/x y/blob.bin", mode=0o755, progress=lambda n, wire=None: seen.append(n))
     assert sum(seen) == len(data) and len(seen) > 1  # progress per chunk
     assert (dev.root / "tmp/files/x y/blob.bin").read_bytes() == data
     listing = t.list_files("/data/local/tmp/files")

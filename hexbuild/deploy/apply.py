@@ -7,10 +7,9 @@ from __future__ import annotations
 import json
 import posixpath
 import time
-from typing import Callable
 
 from .. import __version__
-from ..targets.base import Target
+from ..targets.base import ByteProgress, Target
 from ..targets.posix import batches
 from .checkpoints import checkpoint
 from .layout import MANIFEST, SWAP, Layout, Live
@@ -56,7 +55,7 @@ def device_manifest(want: dict[str, PackageFile], pkg: Package, rid: str, previo
 
 
 def apply_plan(target: Target, lay: Layout, live: Live, plan: Plan, want: dict[str, PackageFile], pkg: Package,
-               opts: DeployOptions, progress: Callable[[int], None], res: TargetResult) -> None:
+               opts: DeployOptions, progress: ByteProgress, res: TargetResult) -> None:
     rid = plan.release_dir.rsplit("-", 1)[-1]
     if plan.in_place:
         if plan.junk:  # temporary files of a repair that was cut off

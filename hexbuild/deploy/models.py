@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from ..errors import UsageError
 from .hashcache import HashCache
-from ..targets.base import Target
+from ..targets.base import ByteProgress, Target
 
 MODELS_INDEX = ".hexbuild/models.json"
 TEMP_NAME = re.compile(r"^\..+\.hexbuild-([0-9a-f]{8}|part)$")  # posix.temp_name, model parts
@@ -114,7 +114,7 @@ def _manifest_of_index(raw: bytes | None) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def push_models(target: Target, models_dir: str, plan: ModelPlan, progress: Callable[[int], None],
+def push_models(target: Target, models_dir: str, plan: ModelPlan, progress: ByteProgress,
                 checkpoint: Callable[[str], None]) -> list[dict[str, Any]]:
     """Push what ``plan`` says; one {name, size, status} per model."""
     out = [{"name": m.name, "size": m.size, "status": "unchanged"} for m in plan.skip]

@@ -101,12 +101,13 @@ def deploy_one(target: Target, pkg: Package | None, models: list[Model], opts: D
         if opts.progress is not None and total:
             task = opts.progress.add_task(f"{label}", total=total)
 
-        def progress(n: int) -> None:
+        def progress(n: int, wire: int | None = None) -> None:
             if cancel.is_set():
                 raise Interrupted("interrupted")
             res.bytes_pushed += n
+            res.wire_bytes += n if wire is None else wire
             if task is not None:
-                opts.progress.update(task, advance=n)
+                opts.progress.update(task, advance=n, description=_wire_label(label, res))
             fault(target.spec, f"bytes:{res.bytes_pushed}")
 
         try:
@@ -137,10 +138,12 @@ def deploy_one(target: Target, pkg: Package | None, models: list[Model], opts: D
         if lock is not None:
             lock.release()  # on success, failure and Ctrl-C alike
         res.duration_s = round(time.monotonic() - t0, 3)
+        rate = target.measured_link_rate()
+        res.link_mb_s = round(rate / 1e6, 1) if rate else None
         if tmpdir is not None:
             tmpdir.cleanup()
         if task is not None:
-            opts.progress.update(task, description=f"{info_label(res)} {res.status}")
+            opts.progress.update(task, description=f"{_wire_label(info_label(res), res)} {res.status}")
     return res
 
 
@@ -162,6 +165,15 @@ def _drop_staged(target: Target, plan) -> None:
 
 def info_label(res: TargetResult) -> str:
     return res.serial or res.target
+
+
+def _wire_label(label: str, res: TargetResult) -> str:
+    """The progress line: what the link carried beside the file bytes, once they differ."""
+    if res.wire_bytes == res.bytes_pushed:
+        return label
+    from ..ui import human_size
+
+    return f"{label} ({human_size(res.wire_bytes)} on the wire)"
 
 
 def _absolute(target: Target, path: str, what: str) -> str:

@@ -4,9 +4,9 @@ release — under temporary names renamed over the old files."""
 from __future__ import annotations
 
 import posixpath
-from typing import Callable, Sequence
+from typing import Sequence
 
-from ..targets.base import Target
+from ..targets.base import ByteProgress, Target
 from ..targets.posix import batches
 from .checkpoints import checkpoint
 from .package import PackageFile
@@ -19,15 +19,18 @@ while [ $# -gt 0 ]; do mv -f "$1" "$2"; shift 2; done'''
 
 
 def send(target: Target, root: str, rels: Sequence[str], want: dict[str, PackageFile],
-         progress: Callable[[int], None], res: TargetResult, *, temp: bool) -> dict[str, str]:
+         progress: ByteProgress, res: TargetResult, *, temp: bool) -> dict[str, str]:
     """Push ``rels`` under ``root`` (to temporary names when ``temp``); {rel: remote name}."""
     sent: dict[str, str] = {}
+    target.expect_transfer([want[rel].local for rel in rels])
     for i, rel in enumerate(sorted(rels)):
         remote = posixpath.join(root, rel)
         name = target.temp_name(remote) if temp else remote
-        target.send_file(want[rel].local, name, progress)
+        how = target.send_file(want[rel].local, name, progress)
         sent[rel] = name
         res.files_pushed += 1
+        if how is not None and how.compressed:
+            res.files_compressed += 1
         checkpoint(target, f"pushed:{i + 1}")
     by_mode: dict[int, list[str]] = {}
     for rel, name in sent.items():
@@ -37,7 +40,7 @@ def send(target: Target, root: str, rels: Sequence[str], want: dict[str, Package
 
 
 def repair(target: Target, root: str, rels: set[str], want: dict[str, PackageFile],
-           progress: Callable[[int], None], res: TargetResult) -> None:
+           progress: ByteProgress, res: TargetResult) -> None:
     """Replace drifted files of the *live* release one by one: each arrives under a temporary
     name and is renamed over the old one, so every file is always whole."""
     sent = send(target, root, sorted(rels), want, progress, res, temp=True)

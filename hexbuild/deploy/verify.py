@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import posixpath
-from typing import Callable
 
 from ..errors import DeployFailed
-from ..targets.base import Target
+from ..targets.base import ByteProgress, Target
 from .layout import Layout, user_files
 from .package import PackageFile
 from .plan import matches
@@ -14,7 +13,7 @@ from .push import repair
 from .result import TargetResult
 
 
-def verify_install(target: Target, lay: Layout, want: dict[str, PackageFile], progress: Callable[[int], None],
+def verify_install(target: Target, lay: Layout, want: dict[str, PackageFile], progress: ByteProgress,
                    res: TargetResult, *, checked_live: bool, repaired: set[str]) -> None:
     """Re-hash the live install on the device; repair what drifted. ``checked_live``: the live
     release was hashed while planning and its drift already repaired — re-check only that."""

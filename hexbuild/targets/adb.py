@@ -16,9 +16,9 @@ from typing import Callable, Mapping, Sequence
 
 from ..errors import EnvironmentMissing, HexbuildError, RemoteFailed, UsageError
 from ..ui import ui
-from . import socs
+from . import adbsync, socs
 from .adbproto import AdbClient, AdbConnectError, AdbError, AdbStreamClosed, AdbTimeout, DeviceEntry, tcp_connector
-from .base import ByteProgress, DeviceInfo, OutputSink, TargetCaps, TargetKind, TargetSettings
+from .base import ByteProgress, DeviceInfo, OutputSink, Sent, TargetCaps, TargetKind, TargetSettings
 from .posix import ShellTarget, not_ready_message, parse_df_available, shell_command
 from .tools import PROBE_SCRIPT, parse_tools
 
@@ -57,7 +57,8 @@ class AdbTarget(ShellTarget):
         self.transfer_timeout = transfer_timeout
         self._start_server = start_server
         self._started = False
-        self._shell_v2: bool | None = None
+        self._features: set[str] | None = None
+        self._wire = None  # wire.WirePolicy, made on the first push
 
     # -- errors ---------------------------------------------------------------------------------
     def _call(self, fn: Callable, *args, **kw):
@@ -149,10 +150,14 @@ class AdbTarget(ShellTarget):
         info.extra["installed"] = self.installed(dest)
         return info
 
+    def features(self) -> set[str]:
+        """What the device's adbd said it speaks (its banner, as the server recorded it)."""
+        if self._features is None:
+            self._features = self._call(self.client.features, self._serial())
+        return self._features
+
     def _supports_v2(self) -> bool:
-        if self._shell_v2 is None:
-            self._shell_v2 = "shell_v2" in self._call(self.client.features, self._serial())
-        return self._shell_v2
+        return "shell_v2" in self.features()
 
     def run(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str | None = None,
             timeout: float | None = None, on_output: OutputSink | None = None) -> int:
@@ -180,18 +185,43 @@ class AdbTarget(ShellTarget):
 
         return ListenerForward(local_port, remote_port, open_stream, how=f"adb tcp:{remote_port} via {self.server}")
 
-    def send_file(self, local: Path, remote: str, progress: ByteProgress | None = None) -> None:
+    def wire(self):
+        """This device's wire.WirePolicy: zstd or raw, file by file."""
+        if self._wire is None:
+            from .wire import WirePolicy
+
+            serial = self._serial()
+
+            def probe(nbytes: int) -> float:
+                return self._call(adbsync.dry_run_push, self.client, serial, "/data/local/tmp/.hexbuild-link-probe", nbytes,
+                                  timeout=self.default_timeout)
+
+            self._wire = WirePolicy.for_features(self.features(), probe)
+        return self._wire
+
+    def expect_transfer(self, files) -> None:
+        self.wire().expect(files)
+
+    def measured_link_rate(self) -> float | None:
+        return self._wire.link_rate if self._wire is not None else None
+
+    def send_file(self, local: Path, remote: str, progress: ByteProgress | None = None) -> Sent:
         serial = self._serial()
-        ui.command(self._display_prefix(serial) + ["push", str(local), remote])
-        self._call(self.client.push, serial, local, remote, mode=0o644, timeout=self.transfer_timeout,
-                   progress=progress)
+        policy = self.wire()
+        choice = policy.choose(local)
+        # the adb command that sends the same bytes: -z zstd compresses, -Z sends raw
+        flag = ["-z", "zstd"] if choice.level is not None else (["-Z"] if policy.zstd else [])
+        ui.command(self._display_prefix(serial) + ["push", *flag, str(local), remote])
+        wire = self._call(adbsync.push, self.client, serial, local, remote, mode=0o644, timeout=self.transfer_timeout,
+                          progress=progress, zstd_level=choice.level)
+        return Sent(wire, compressed=choice.level is not None)
 
     def read_file(self, remote: str) -> bytes | None:
-        return self._call(self.client.pull_bytes, self._serial(), remote, timeout=self.transfer_timeout)
+        return self._call(adbsync.pull_bytes, self.client, self._serial(), remote, timeout=self.transfer_timeout)
 
     def write_file(self, remote: str, data: bytes, *, mode: int = 0o644) -> None:
         tmp = self.temp_name(remote)
-        self._call(self.client.push_bytes, self._serial(), data, tmp, mode=mode, timeout=self.transfer_timeout)
+        self._call(adbsync.push_bytes, self.client, self._serial(), data, tmp, mode=mode, timeout=self.transfer_timeout)
         self.sh('chmod "$1" "$2" && mv -f "$2" "$3"', format(mode, "o"), tmp, remote,
                 what=f"writing {remote}")
 

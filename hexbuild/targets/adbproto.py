@@ -10,7 +10,8 @@ the device (adb_shell's USBErrorBusy class of bugs).
 Protocol (AOSP packages/modules/adb/{OVERVIEW,SERVICES,SYNC}.TXT): a request is 4 hex digits of
 length plus the service name; the answer is ``OKAY`` or ``FAIL`` + 4-hex length + message.
 ``host:transport:SERIAL`` binds the socket to one device; the next request (``sync:``,
-``shell,v2,raw:CMD``) is then forwarded to that device's adbd.
+``shell,v2,raw:CMD``) is then forwarded to that device's adbd. The sync service (files) is
+adbsync.py's.
 """
 
 from __future__ import annotations
@@ -19,11 +20,9 @@ import socket
 import struct
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable, Protocol
 
-SYNC_DATA_MAX = 64 * 1024
-SEND_BATCH = 16  # DATA packets per send (1 MiB)
+SYNC_DATA_MAX = 64 * 1024  # the largest sync DATA packet (and shell stdin packet) adbd takes
 # shell protocol v2 packet ids (adb/shell_protocol.h)
 ID_STDIN, ID_STDOUT, ID_STDERR, ID_EXIT, ID_CLOSE_STDIN = 0, 1, 2, 3, 4
 
@@ -292,90 +291,3 @@ class AdbClient:
             raise
         c.s.settimeout(None)
         return c.s
-
-    # -- sync (files) -----------------------------------------------------------------------------
-    def push(self, serial: str, local: Path, remote: str, *, mode: int, timeout: float,
-             progress: Callable[[int], None] | None = None) -> None:
-        """SEND one file. adbd creates missing parent directories and applies ``mode``.
-        ``timeout`` bounds the time without progress (each chunk re-arms it)."""
-        with self.transport(serial, timeout) as c, open(local, "rb", buffering=0) as f:
-            c.request("sync:")
-            spec = f"{remote},{0o100000 | (mode & 0o7777)}".encode("utf-8")
-            c.send(b"SEND" + struct.pack("<I", len(spec)) + spec)
-            while True:
-                # several DATA packets per send: fewer system calls per byte
-                out = bytearray()
-                sent = 0
-                for _ in range(SEND_BATCH):
-                    chunk = f.read(SYNC_DATA_MAX)
-                    if not chunk:
-                        break
-                    out += b"DATA" + struct.pack("<I", len(chunk))
-                    out += chunk
-                    sent += len(chunk)
-                if not out:
-                    break
-                c.send(out)
-                c.extend(timeout)
-                if progress:
-                    progress(sent)
-            c.send(b"DONE" + struct.pack("<I", int(time.time())))
-            _sync_status(c)
-            c.send(b"QUIT" + struct.pack("<I", 0))
-
-    def push_bytes(self, serial: str, data: bytes, remote: str, *, mode: int, timeout: float) -> None:
-        with self.transport(serial, timeout) as c:
-            c.request("sync:")
-            spec = f"{remote},{0o100000 | (mode & 0o7777)}".encode("utf-8")
-            c.send(b"SEND" + struct.pack("<I", len(spec)) + spec)
-            for i in range(0, len(data), SYNC_DATA_MAX):
-                part = data[i:i + SYNC_DATA_MAX]
-                c.send(b"DATA" + struct.pack("<I", len(part)) + part)
-            c.send(b"DONE" + struct.pack("<I", int(time.time())))
-            _sync_status(c)
-            c.send(b"QUIT" + struct.pack("<I", 0))
-
-    def stat(self, serial: str, remote: str, *, timeout: float) -> tuple[int, int, int]:
-        """(mode, size, mtime); mode 0 when the path does not exist."""
-        with self.transport(serial, timeout) as c:
-            c.request("sync:")
-            p = remote.encode("utf-8")
-            c.send(b"STAT" + struct.pack("<I", len(p)) + p)
-            ident, mode, size, mtime = struct.unpack("<4sIII", c.recv_exact(16))
-            if ident != b"STAT":
-                raise AdbError(f"unexpected sync answer {ident!r}")
-            c.send(b"QUIT" + struct.pack("<I", 0))
-            return mode, size, mtime
-
-    def pull_bytes(self, serial: str, remote: str, *, timeout: float) -> bytes | None:
-        """The file's bytes, or None when it does not exist."""
-        mode, _, _ = self.stat(serial, remote, timeout=timeout)
-        if mode == 0:
-            return None
-        with self.transport(serial, timeout) as c:
-            c.request("sync:")
-            p = remote.encode("utf-8")
-            c.send(b"RECV" + struct.pack("<I", len(p)) + p)
-            out = bytearray()
-            while True:
-                ident, n = struct.unpack("<4sI", c.recv_exact(8))
-                if ident == b"DATA":
-                    out += c.recv_exact(n)
-                elif ident == b"DONE":
-                    break
-                elif ident == b"FAIL":
-                    msg = c.recv_exact(n).decode("utf-8", "replace")
-                    raise AdbError(msg)
-                else:
-                    raise AdbError(f"unexpected sync answer {ident!r}")
-            c.send(b"QUIT" + struct.pack("<I", 0))
-            return bytes(out)
-
-
-def _sync_status(c: Conn) -> None:
-    ident, n = struct.unpack("<4sI", c.recv_exact(8))
-    if ident == b"OKAY":
-        return
-    if ident == b"FAIL":
-        raise AdbError(c.recv_exact(n).decode("utf-8", "replace"))
-    raise AdbError(f"unexpected sync answer {ident!r}")

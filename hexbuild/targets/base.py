@@ -9,10 +9,24 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
 OutputSink = Callable[[str, bytes], None]  # (stream name "stdout"|"stderr", chunk)
-ByteProgress = Callable[[int], None]  # bytes transferred since the last call
+
+
+class ByteProgress(Protocol):
+    """``progress(n, wire)``: ``n`` more bytes of the file went out since the last call, as
+    ``wire`` bytes on the link (compressed; None: as many as ``n``)."""
+
+    def __call__(self, n: int, wire: int | None = None, /) -> None: ...
+
+
+@dataclass
+class Sent:
+    """How one file crossed the link."""
+
+    wire_bytes: int  # what the link carried for its contents (compressed size, or the file's)
+    compressed: bool = False
 
 
 @dataclass
@@ -177,6 +191,13 @@ class Target(ABC):
         """The words a launch script on the device puts before a program of the install (``qemu:``:
         its emulator); ``program_argv`` does the same for one argv hexbuild runs itself."""
         return []
+
+    def expect_transfer(self, files: Sequence[Path]) -> None:
+        """A push of ``files`` is about to start (a target may measure its link first)."""
+
+    def measured_link_rate(self) -> float | None:
+        """Raw bytes/s the link carried when this target measured it, else None."""
+        return None
 
     def preflight(self) -> None:
         """Check what this machine itself needs for the target (EnvironmentMissing), before any work."""

@@ -1,0 +1,178 @@
+"""The adb sync service (``sync:``, AOSP SYNC.TXT and file_sync_protocol.h): files to and from
+the device over a connection of adbproto's AdbClient.
+
+``SEND`` (v1) carries ``PATH,MODE`` then the raw file in ``DATA`` packets of at most 64 KiB, then
+``DONE`` + mtime; the device answers ``OKAY`` or ``FAIL`` + message. ``SND2`` (sync v2, devices
+listing ``sendrecv_v2``) carries the path, then ``SND2`` + mode + flags (brotli 1, lz4 2, zstd 4,
+dry run 0x80000000: read and discard); with a compression flag the ``DATA`` packets carry one
+compressed stream of the whole file. Nothing has to be asked of the transport first: the
+server relays the stream, and the device's features (its banner, which ``host-serial:SERIAL:
+features`` returns) say what it decodes.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from .adbproto import SYNC_DATA_MAX, AdbClient, AdbError, Conn
+
+SEND_BATCH = 16  # DATA packets per send (1 MiB): fewer system calls per byte
+SYNC_FLAG_BROTLI, SYNC_FLAG_LZ4, SYNC_FLAG_ZSTD, SYNC_FLAG_DRY_RUN = 1, 2, 4, 0x8000_0000
+
+
+def push(client: AdbClient, serial: str, local: Path, remote: str, *, mode: int, timeout: float,
+         progress: Callable[..., None] | None = None, zstd_level: int | None = None) -> int:
+    """SEND one file; returns the bytes its DATA packets carried (the file's size when raw).
+    adbd creates missing parent directories and applies ``mode``. ``timeout`` bounds the time
+    without progress (each chunk re-arms it). ``progress(file_bytes, wire_bytes)`` per batch.
+
+    ``zstd_level``: sync v2 (``SND2``, flag zstd) — the whole file is one zstd frame cut
+    into DATA packets of at most 64 KiB, as adb 33+ sends it; only for a device whose
+    features list ``sendrecv_v2_zstd``. None: v1 ``SEND``, raw, which every adbd takes."""
+    with client.transport(serial, timeout) as c, open(local, "rb", buffering=0) as f:
+        c.request("sync:")
+        if zstd_level is None:
+            spec = f"{remote},{0o100000 | (mode & 0o7777)}".encode("utf-8")
+            c.send(b"SEND" + struct.pack("<I", len(spec)) + spec)
+            wire = _send_raw(c, f, timeout, progress)
+        else:
+            path = remote.encode("utf-8")
+            c.send(b"SND2" + struct.pack("<I", len(path)) + path
+                   + b"SND2" + struct.pack("<II", 0o100000 | (mode & 0o7777), SYNC_FLAG_ZSTD))
+            wire = _send_zstd(c, f, timeout, progress, zstd_level)
+        c.send(b"DONE" + struct.pack("<I", int(time.time())))
+        sync_status(c)
+        c.send(b"QUIT" + struct.pack("<I", 0))
+    return wire
+
+
+def dry_run_push(client: AdbClient, serial: str, remote: str, nbytes: int, *, timeout: float) -> float:
+    """Seconds to push ``nbytes`` (zeros, raw) as a sync v2 dry run: the device reads and
+    discards them, so this measures the link and writes nothing (``sendrecv_v2_dry_run_send``)."""
+    t = time.perf_counter()
+    with client.transport(serial, timeout) as c:
+        c.request("sync:")
+        path = remote.encode("utf-8")
+        c.send(b"SND2" + struct.pack("<I", len(path)) + path
+               + b"SND2" + struct.pack("<II", 0o100644, SYNC_FLAG_DRY_RUN))
+        packet = b"DATA" + struct.pack("<I", SYNC_DATA_MAX) + bytes(SYNC_DATA_MAX)
+        full, rest = divmod(nbytes, SYNC_DATA_MAX)
+        for i in range(0, full, SEND_BATCH):
+            c.send(packet * min(SEND_BATCH, full - i))
+        if rest:
+            c.send(b"DATA" + struct.pack("<I", rest) + bytes(rest))
+        c.send(b"DONE" + struct.pack("<I", 0))
+        sync_status(c)
+        c.send(b"QUIT" + struct.pack("<I", 0))
+    return time.perf_counter() - t
+
+
+def push_bytes(client: AdbClient, serial: str, data: bytes, remote: str, *, mode: int, timeout: float) -> None:
+    with client.transport(serial, timeout) as c:
+        c.request("sync:")
+        spec = f"{remote},{0o100000 | (mode & 0o7777)}".encode("utf-8")
+        c.send(b"SEND" + struct.pack("<I", len(spec)) + spec)
+        for i in range(0, len(data), SYNC_DATA_MAX):
+            part = data[i:i + SYNC_DATA_MAX]
+            c.send(b"DATA" + struct.pack("<I", len(part)) + part)
+        c.send(b"DONE" + struct.pack("<I", int(time.time())))
+        sync_status(c)
+        c.send(b"QUIT" + struct.pack("<I", 0))
+
+
+def stat(client: AdbClient, serial: str, remote: str, *, timeout: float) -> tuple[int, int, int]:
+    """(mode, size, mtime); mode 0 when the path does not exist."""
+    with client.transport(serial, timeout) as c:
+        c.request("sync:")
+        p = remote.encode("utf-8")
+        c.send(b"STAT" + struct.pack("<I", len(p)) + p)
+        ident, mode, size, mtime = struct.unpack("<4sIII", c.recv_exact(16))
+        if ident != b"STAT":
+            raise AdbError(f"unexpected sync answer {ident!r}")
+        c.send(b"QUIT" + struct.pack("<I", 0))
+        return mode, size, mtime
+
+
+def pull_bytes(client: AdbClient, serial: str, remote: str, *, timeout: float) -> bytes | None:
+    """The file's bytes, or None when it does not exist."""
+    mode, _, _ = stat(client, serial, remote, timeout=timeout)
+    if mode == 0:
+        return None
+    with client.transport(serial, timeout) as c:
+        c.request("sync:")
+        p = remote.encode("utf-8")
+        c.send(b"RECV" + struct.pack("<I", len(p)) + p)
+        out = bytearray()
+        while True:
+            ident, n = struct.unpack("<4sI", c.recv_exact(8))
+            if ident == b"DATA":
+                out += c.recv_exact(n)
+            elif ident == b"DONE":
+                break
+            elif ident == b"FAIL":
+                msg = c.recv_exact(n).decode("utf-8", "replace")
+                raise AdbError(msg)
+            else:
+                raise AdbError(f"unexpected sync answer {ident!r}")
+        c.send(b"QUIT" + struct.pack("<I", 0))
+        return bytes(out)
+
+
+def _send_raw(c: Conn, f: Any, timeout: float, progress: Callable[..., None] | None) -> int:
+    wire = 0
+    while True:
+        # several DATA packets per send: fewer system calls per byte
+        out = bytearray()
+        sent = 0
+        for _ in range(SEND_BATCH):
+            chunk = f.read(SYNC_DATA_MAX)
+            if not chunk:
+                break
+            out += b"DATA" + struct.pack("<I", len(chunk))
+            out += chunk
+            sent += len(chunk)
+        if not out:
+            return wire
+        c.send(out)
+        c.extend(timeout)
+        wire += sent
+        if progress:
+            progress(sent)
+
+
+def _send_zstd(c: Conn, f: Any, timeout: float, progress: Callable[..., None] | None, level: int) -> int:
+    import zstandard
+
+    size = os.fstat(f.fileno()).st_size
+    # the chunker hands out exactly SYNC_DATA_MAX bytes of the frame at a time: one DATA each
+    chunker = zstandard.ZstdCompressor(level=level).chunker(size=size, chunk_size=SYNC_DATA_MAX)
+    wire = 0
+    while True:
+        block = f.read(SYNC_DATA_MAX * SEND_BATCH)
+        out = bytearray()
+        n = 0
+        for chunk in (chunker.compress(block) if block else chunker.finish()):
+            out += b"DATA" + struct.pack("<I", len(chunk))
+            out += chunk
+            n += len(chunk)
+        if out:
+            c.send(out)
+            c.extend(timeout)
+        wire += n
+        if progress and (block or n):
+            progress(len(block), n)
+        if not block:
+            return wire
+
+
+def sync_status(c: Conn) -> None:
+    ident, n = struct.unpack("<4sI", c.recv_exact(8))
+    if ident == b"OKAY":
+        return
+    if ident == b"FAIL":
+        raise AdbError(c.recv_exact(n).decode("utf-8", "replace"))
+    raise AdbError(f"unexpected sync answer {ident!r}")

@@ -1,0 +1,209 @@
+"""How files cross an adb link (hexbuild/targets/wire.py, adbproto's sync v2 SEND): zstd where the
+device speaks ``sendrecv_v2_zstd`` and it pays, v1 SEND for older devices and for bytes that do
+not compress, measured against a real adbd with the wire watched between the adb server and adbd
+(tests/infra/adbwire.py); every pushed file is compared with the package's sha256."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from hexbuild.targets import parse_target
+from hexbuild.targets.wire import PROBE_FROM, WirePolicy
+from tests import elf_factory as ef
+from tests.infra.adbwire import V2_FEATURES
+
+DEST = "/data/local/tmp/llama.cpp"
+# real AArch64 shared libraries (Debian's cross toolchain, installed by setup-test-env.sh)
+AARCH64_LIB = Path("/usr/aarch64-linux-gnu/lib")
+REAL_LIBS = ("libstdc++.so.6", "libasan.so.8", "libtsan.so.2", "libc.so.6")
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
+
+
+def real_lib(name: str) -> Path:
+    path = (AARCH64_LIB / name).resolve()
+    if not path.is_file():
+        pytest.fail(f"{path} is missing: run scripts/setup-test-env.sh (g++-aarch64-linux-gnu)")
+    return path
+
+
+def sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture
+def pkg(tmp_path) -> Path:
+    """A package of genuine ELF files, two real AArch64 libraries (they compress to about a
+    third) and one incompressible library."""
+    p = ef.make_package(tmp_path / "build", os="android", htp=["v73"])
+    for name in REAL_LIBS[:2]:
+        shutil.copyfile(real_lib(name), p / "lib" / name)
+    (p / "lib" / "libggml-opencl.so").write_bytes(os.urandom(300_000))
+    return p
+
+
+def target(spec: str, **settings):
+    return parse_target(spec, {"deploy.timeout": 120.0, **settings})
+
+
+def on_device_matches_manifest(dev, release_root: Path) -> int:
+    """Every file the device's manifest lists has that sha256 on the device; how many."""
+    manifest = json.loads((release_root / ".hexbuild" / "manifest.json").read_text())
+    for f in manifest["files"]:
+        assert sha(release_root / f["path"]) == f["sha256"], f["path"]
+    return len(manifest["files"])
+
+
+# -- the choice ------------------------------------------------------------------------------------
+def test_compressible_files_are_zstd_and_the_rest_raw(tmp_path):
+    lib = tmp_path / "libstdc++.so"
+    shutil.copyfile(real_lib("libstdc++.so.6"), lib)
+    noise = tmp_path / "libnoise.so"
+    noise.write_bytes(os.urandom(400_000))
+    model = tmp_path / "weights.bin"
+    model.write_bytes(b"GGUF" + bytes(200_000))  # compresses to nothing, but is a GGUF: raw
+    tiny = tmp_path / "run.sh"
+    tiny.write_text("#!/bin/sh\nexec ./llama-cli \"$@\"\n" * 10)
+
+    policy = WirePolicy.for_features({"shell_v2", "sendrecv_v2", "sendrecv_v2_zstd"}, probe=None)
+    chosen = policy.choose(lib)
+    assert (chosen.level, chosen.reason) == (1, "zstd") and chosen.ratio < 0.6
+    assert policy.choose(noise).reason == "raw:incompressible"
+    assert policy.choose(model).reason == "raw:gguf"
+    assert policy.choose(tiny).reason == "raw:small"
+    old = WirePolicy.for_features({"shell_v2", "sendrecv_v2"}, probe=None)
+    assert old.choose(lib).reason == "raw:feature"
+
+
+def test_a_link_faster_than_compression_gets_raw_and_a_slow_one_zstd(tmp_path):
+    lib = tmp_path / "lib.so"
+    shutil.copyfile(real_lib("libstdc++.so.6"), lib)
+    big = [lib] * (PROBE_FROM // lib.stat().st_size + 1)
+    probes: list[int] = []
+
+    def probe_at(rate: float):
+        def probe(n: int) -> float:
+            probes.append(n)
+            return 0.001 + n / rate
+        return probe
+
+    feats = {"sendrecv_v2", "sendrecv_v2_zstd", "sendrecv_v2_dry_run_send"}
+    slow = WirePolicy.for_features(feats, probe_at(40e6))
+    slow.expect(big)
+    assert probes == [0, 1 << 20] and 35e6 < slow.link_rate < 45e6
+    assert slow.choose(lib).reason == "zstd"
+
+    fast = WirePolicy.for_features(feats, probe_at(300e6))
+    fast.expect(big)
+    # what zstd level 1 does on a loaded core of this machine (300-430 MB/s unloaded); the
+    # sample that choose() takes joins these
+    fast.rates[:] = [200e6] * 30
+    assert fast.choose(lib).reason == "raw:fast-link"
+
+    probes.clear()
+    small = WirePolicy.for_features(feats, probe_at(300e6))
+    small.expect([lib])  # a few MB: the probe would cost more than it can save
+    assert probes == [] and small.link_rate is None and small.choose(lib).reason == "zstd"
+    no_dry_run = WirePolicy.for_features({"sendrecv_v2", "sendrecv_v2_zstd"}, probe_at(300e6))
+    no_dry_run.expect(big)
+    assert probes == [] and no_dry_run.choose(lib).reason == "zstd"
+
+
+# -- against the real adbd ------------------------------------------------------------------------------
+def test_zstd_push_is_one_frame_in_small_data_packets_and_lands_byte_identical(wire_device, tmp_path):
+    dev, wire = wire_device()
+    lib = real_lib("libasan.so.8")
+    with target(f"adb:{wire.serial}") as t:
+        assert "sendrecv_v2_zstd" in t.features()
+        got: list[tuple[int, int]] = []
+        sent = t.send_file(lib, "/data/local/tmp/x/libasan.so", lambda n, w=None: got.append((n, w)))
+    [send] = wire.file_sends()
+    assert (send.version, send.flags, send.path) == (2, 4, "/data/local/tmp/x/libasan.so")
+    assert sent.compressed and send.data_bytes == sent.wire_bytes < 0.6 * lib.stat().st_size
+    assert send.max_data <= 64 * 1024
+    assert sum(n for n, _ in got) == lib.stat().st_size and sum(w for _, w in got) == sent.wire_bytes
+    assert sha(dev.tmp / "x" / "libasan.so") == sha(lib)
+
+
+def test_a_device_without_sendrecv_v2_gets_v1_send(wire_device):
+    dev, wire = wire_device(drop_features=V2_FEATURES)
+    lib = real_lib("libstdc++.so.6")
+    with target(f"adb:{wire.serial}") as t:
+        assert "shell_v2" in t.features() and not {"sendrecv_v2", "sendrecv_v2_zstd"} & t.features()
+        sent = t.send_file(lib, "/data/local/tmp/libstdc++.so")
+    [send] = wire.file_sends()
+    assert (send.version, send.data_bytes) == (1, lib.stat().st_size) and not sent.compressed
+    assert sha(dev.tmp / "libstdc++.so") == sha(lib)
+
+
+def test_bytes_that_do_not_compress_go_raw_on_a_zstd_device(wire_device, tmp_path):
+    from tests.infra.tiny_model import write_tiny_gguf
+
+    dev, wire = wire_device()
+    noise = tmp_path / "libnoise.so"
+    noise.write_bytes(os.urandom(700_000))
+    model = write_tiny_gguf(tmp_path / "tiny.gguf")
+    with target(f"adb:{wire.serial}") as t:
+        for f in (noise, model):
+            assert not t.send_file(f, f"/data/local/tmp/{f.name}").compressed
+    sends = wire.file_sends()
+    assert [(s.version, s.data_bytes) for s in sends] == [(1, noise.stat().st_size), (1, model.stat().st_size)]
+    assert sha(dev.tmp / noise.name) == sha(noise) and sha(dev.tmp / model.name) == sha(model)
+
+
+@pytest.mark.parametrize("device", ["zstd", "v1"])
+def test_deploy_json_reports_wire_bytes_and_every_file_matches_the_manifest(wire_device, pkg, cli, device):
+    dev, wire = wire_device(drop_features=V2_FEATURES if device == "v1" else ())
+    r = cli("deploy", str(pkg), "--target", f"adb:{wire.serial}", "--dest", DEST, "--json")
+    assert r.rc == 0, r.err
+    [res] = r.json
+    files = [p for p in pkg.rglob("*") if p.is_file() and p.name != "manifest.json"]
+    assert res["bytes_pushed"] == sum(p.stat().st_size for p in files)
+    sends = [s for s in wire.file_sends() if "/.hexbuild/" not in s.path]  # not the manifest
+    assert res["wire_bytes"] == sum(s.data_bytes for s in sends)  # what the wire carried, seen on it
+    if device == "zstd":
+        compressed = [s for s in sends if s.version == 2]
+        assert res["files_compressed"] == len(compressed) >= 2
+        assert all(s.flags == 4 for s in compressed)
+        assert res["wire_bytes"] < 0.7 * res["bytes_pushed"]
+        assert "on the wire" in r.err  # the progress lines say it too
+    else:
+        assert res["files_compressed"] == 0 and res["wire_bytes"] == res["bytes_pushed"]
+        assert {s.version for s in sends} == {1}
+    release = dev.tmp / "llama.cpp"
+    assert on_device_matches_manifest(dev, release.resolve()) == len(files)
+
+
+def test_a_large_push_measures_the_link_first_and_compresses_on_a_slow_one(wire_device, pkg, cli):
+    dev, wire = wire_device(link_mbit=320)  # 40 MB/s, a USB 2 phone
+    for name in REAL_LIBS[2:]:
+        shutil.copyfile(real_lib(name), pkg / "lib" / name)
+    r = cli("deploy", str(pkg), "--target", f"adb:{wire.serial}", "--dest", DEST, "--json")
+    assert r.rc == 0, r.err
+    [res] = r.json
+    assert 20 < res["link_mb_s"] < 60, res
+    assert res["files_compressed"] >= 4 and res["wire_bytes"] < 0.7 * res["bytes_pushed"]
+    assert on_device_matches_manifest(dev, (dev.tmp / "llama.cpp").resolve()) > 4
+
+
+@pytest.mark.parametrize("kind", ["adb://", "adb+ssh://", "adb+tcp://"])
+def test_every_adb_kind_sends_zstd_the_same_way(wire_device, adb_server, sshd_host, kind):
+    dev, wire = wire_device()
+    spec = {"adb://": f"adb://127.0.0.1:{adb_server.port}/{wire.serial}",
+            "adb+ssh://": f"adb+ssh://root@127.0.0.1:{sshd_host.port}/{wire.serial}",
+            "adb+tcp://": f"adb+tcp://127.0.0.1:{wire.port}"}[kind]
+    lib = real_lib("libstdc++.so.6")
+    with target(spec, **sshd_host.settings) as t:
+        assert t.send_file(lib, "/data/local/tmp/lib.so").compressed
+    [send] = wire.file_sends()
+    assert (send.version, send.flags) == (2, 4) and send.data_bytes < 0.6 * lib.stat().st_size
+    assert sha(dev.tmp / "lib.so") == sha(lib)
