@@ -38,6 +38,7 @@ have_cmd llvm-objdump-19 || missing+=(llvm-19)          # Hexagon disassembler f
 have_cmd mksh || missing+=(mksh)                        # the virtual phone's /system/bin/sh
 have_cmd toybox || missing+=(toybox)                    # the virtual phone's utilities (Android's toybox)
 have_cmd mawk || missing+=(mawk)                        # the virtual phone's awk (Android's is not GNU either)
+have_cmd zstd || missing+=(zstd)                        # an SSH board's decoder of zstd pushes (sshd_host)
 [ -d /usr/aarch64-linux-gnu/lib ] && have_cmd aarch64-linux-gnu-g++ || missing+=(g++-aarch64-linux-gnu)  # AArch64 sysroot
 backports=()
 { have_cmd adb && adb version 2>/dev/null | grep -q 'Version 3[4-9]'; } || backports+=(adb)

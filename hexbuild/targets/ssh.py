@@ -27,7 +27,7 @@ from typing import Any, Mapping, Sequence
 
 from ..errors import EnvironmentMissing, RemoteFailed
 from ..ui import ui
-from .base import ByteProgress, DeviceInfo, OutputSink, TargetCaps, TargetKind, TargetSettings
+from .base import ByteProgress, DeviceInfo, OutputSink, Sent, TargetCaps, TargetKind, TargetSettings
 from .posix import ShellTarget, shell_command
 
 
@@ -226,6 +226,10 @@ class SshSession:
         return rc, b"".join(out).decode("utf-8", "replace"), b"".join(err).decode("utf-8", "replace")
 
 
+# the board's side of a zstd push: the parent made, then the frame decoded into the file
+_UNZSTD = 'mkdir -p "$(dirname "$1")" && exec zstd -q -d -f -o "$1"'
+
+
 class SshTarget(ShellTarget):
     kind = "ssh"
     os = "linux"
@@ -236,6 +240,7 @@ class SshTarget(ShellTarget):
         self.session = session
         self.default_timeout = timeout
         self.transfer_timeout = transfer_timeout
+        self._wire = None  # wire.WirePolicy, made on the first push
 
     def probe(self, dest: str) -> DeviceInfo:
         return self.probe_linux(self.expand(dest))
@@ -285,7 +290,29 @@ class SshTarget(ShellTarget):
             self.mkdirs(posixpath.dirname(remote))
             return action()
 
-    def send_file(self, local: Path, remote: str, progress: ByteProgress | None = None) -> None:
+    def wire(self):
+        """zstd into the board's own ``zstd -d`` where the board has one and the file compresses
+        (measured: it beats SFTP at 40 and 300 MB/s, since paramiko's SFTP tops out near 40 MB/s
+        here; SSH's own zlib compression lost 3x at 40 MB/s and is not used), else SFTP."""
+        if self._wire is None:
+            from .wire import WirePolicy
+
+            rc = self.session.exec("command -v zstd >/dev/null 2>&1", timeout=self.default_timeout)
+            self._wire = WirePolicy(zstd=rc == 0)
+        return self._wire
+
+    def send_file(self, local: Path, remote: str, progress: ByteProgress | None = None) -> Sent:
+        choice = self.wire().choose(local)
+        try:
+            if choice.level is not None:
+                return self._send_zstd(local, remote, choice.level, progress)
+            return self._send_sftp(local, remote, progress)
+        except (socket.timeout, TimeoutError):
+            raise RemoteFailed(f"{self.spec}: sending {remote} stalled for {self.transfer_timeout:g}s") from None
+        except OSError as e:
+            raise RemoteFailed(f"{self.spec}: sending {remote} failed: {e}") from None
+
+    def _send_sftp(self, local: Path, remote: str, progress: ByteProgress | None) -> Sent:
         sftp = self.session.sftp(self.transfer_timeout)
         done = [0]
 
@@ -295,17 +322,58 @@ class SshTarget(ShellTarget):
             done[0] = sent
 
         ui.command(["sftp", f"{self.session.where}", f"put {shlex.quote(str(local))} {shlex.quote(remote)}"])
+
         def put() -> None:
             done[0] = 0
             with open(local, "rb") as f:
                 sftp.putfo(f, remote, file_size=os.fstat(f.fileno()).st_size, callback=callback, confirm=True)
 
+        self._with_parent(remote, put)
+        return Sent(os.stat(local).st_size)
+
+    def _send_zstd(self, local: Path, remote: str, level: int, progress: ByteProgress | None) -> Sent:
+        """One zstd frame (with its checksum) on the stdin of ``zstd -d -o REMOTE`` on the board."""
+        import zstandard
+
+        command = shell_command(["sh", "-c", _UNZSTD, "sh", remote])
+        ui.command(["zstd", f"-{level}", "-c", str(local), "|", "ssh", "-p", str(self.session.port),
+                    self.session.where, command])
+        chan = self.session.transport().open_session(timeout=self.default_timeout)
+        wire = 0
         try:
-            self._with_parent(remote, put)
-        except (socket.timeout, TimeoutError):
-            raise RemoteFailed(f"{self.spec}: sending {remote} stalled for {self.transfer_timeout:g}s") from None
-        except OSError as e:
-            raise RemoteFailed(f"{self.spec}: sending {remote} failed: {e}") from None
+            chan.settimeout(self.transfer_timeout)
+            chan.exec_command(command)
+            chunker = zstandard.ZstdCompressor(level=level, write_checksum=True).chunker(
+                size=os.stat(local).st_size, chunk_size=1 << 18)
+            try:
+                with open(local, "rb", buffering=0) as f:
+                    while True:
+                        block = f.read(1 << 20)
+                        n = 0
+                        for chunk in (chunker.compress(block) if block else chunker.finish()):
+                            chan.sendall(chunk)
+                            n += len(chunk)
+                        wire += n
+                        if progress and (block or n):
+                            progress(len(block), n)
+                        if not block:
+                            break
+                chan.shutdown_write()
+            except OSError:
+                if not chan.exit_status_ready():  # not zstd giving up: the link
+                    raise
+            if not chan.status_event.wait(self.transfer_timeout):
+                raise socket.timeout()
+            err = b""
+            while chan.recv_stderr_ready():
+                err += chan.recv_stderr(65536)
+            rc = chan.recv_exit_status()
+        finally:
+            chan.close()
+        if rc != 0:  # zstd's own words ("No space left on device") make the message
+            why = err.decode("utf-8", "replace").strip() or f"zstd exited with {rc}"
+            raise RemoteFailed(f"{self.spec}: sending {remote} failed: {why}")
+        return Sent(wire, compressed=True)
 
     def read_file(self, remote: str) -> bytes | None:
         sftp = self.session.sftp(self.transfer_timeout)

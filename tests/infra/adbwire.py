@@ -69,6 +69,11 @@ class AdbWireProxy:
         with self.lock:
             return [s for s in self.sends if s.done and not s.flags & 0x8000_0000]
 
+    def dry_runs(self) -> list[SyncSend]:
+        """The finished SND2 dry runs (the device read and discarded their DATA)."""
+        with self.lock:
+            return [s for s in self.sends if s.done and s.flags & 0x8000_0000]
+
     def _serve(self) -> None:
         while not self.closed:
             try:
