@@ -19,6 +19,11 @@ Cases, at each link rate (--rates, MB/s; tbf at 8x that in Mbit/s):
   of those files, with hexbuild's start-up (`hexbuild --version`) and its device probe and
   listing (`deploy --dry-run`) timed apart, to show what dominates there.
 
+- (ssh) the changed libraries of (a) to an SSH board (sshd in the phone's namespace, this
+  machine's userland): SFTP (what hexbuild used before), SFTP over SSH's own zlib compression
+  (paramiko's compress=True), and hexbuild's zstd stream into the board's `zstd -d` — the
+  figures that decide what ssh:// keeps.
+
 A "rebuild" rewrites each changed library's GNU build ID (what a relink with new code does): the
 bytes and their compressibility are the real library's. Every hexbuild run is the CLI as a user
 runs it (`python -m hexbuild deploy PKG --target adb:SERIAL --json`), start-up included; after
@@ -26,7 +31,7 @@ each, the phone's files are checked against the package's sha256. Times are medi
 runs; the load average and the CPU seconds of hexbuild and of adb are printed beside them, since
 the machine is shared and compression is CPU work.
 
-    python benchmarks/deploy_link.py [--rates 40,300] [--repeat 3] [--cases a,b,c]
+    python benchmarks/deploy_link.py [--rates 40,300] [--repeat 3] [--cases a,b,c,ssh]
 """
 
 from __future__ import annotations
@@ -237,18 +242,98 @@ def case_typical(b: Bench, pkg: Path, repeat: int, stamp: list[int]) -> None:
         f"+ push/switch {max(0.0, hw - d):.2f}s; load {os.getloadavg()[0]:.1f}")
 
 
+class BoardSshd:
+    """sshd in the phone's network namespace (so behind the shaped link), key login as root."""
+
+    def __init__(self, dev, work: Path):
+        self.dir = work / f"sshd-{dev.port}"
+        self.dir.mkdir()
+        d = self.dir
+        for key in ("host_key", "client_key"):
+            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / key)], check=True)
+        shutil.copy(d / "client_key.pub", d / "authorized_keys")
+        self.host, self.port = dev.address, 2222
+        (d / "sshd_config").write_text(f"ListenAddress {self.host}\nPort {self.port}\nHostKey {d / 'host_key'}\n"
+                                       f"AuthorizedKeysFile {d / 'authorized_keys'}\nPidFile {d / 'pid'}\n"
+                                       "PasswordAuthentication no\nPermitRootLogin prohibit-password\nUsePAM no\n"
+                                       "StrictModes no\nCompression yes\nSubsystem sftp internal-sftp\n")
+        (d / "sshd_config").chmod(0o600)
+        Path("/run/sshd").mkdir(exist_ok=True)
+        self.proc = subprocess.Popen(["ip", "netns", "exec", dev.netns, "/usr/sbin/sshd", "-D", "-e", "-f",
+                                      str(d / "sshd_config")], stderr=open(d / "log", "wb"))
+        from tests.infra.devices import wait_port
+
+        wait_port(self.port, proc=self.proc, host=self.host)
+        key = (d / "host_key.pub").read_text().split()
+        (d / "known_hosts").write_text(f"[{self.host}]:{self.port} {key[0]} {key[1]}\n")
+        self.settings = {"ssh.known_hosts": str(d / "known_hosts"), "ssh.identity": str(d / "client_key"),
+                         "deploy.timeout": 600.0}
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+
+
+def case_ssh(dev, work: Path, pkg: Path, repeat: int) -> None:
+    import paramiko
+
+    from hexbuild.targets import parse_target
+    from hexbuild.targets.wire import WirePolicy
+
+    board = BoardSshd(dev, work)
+    libs = shared_libraries(pkg)
+    remote = str(work / f"board-{dev.port}" / "lib")  # sshd sees this machine's files
+    times: dict[str, list[float]] = {"sftp": [], "sftp+zlib": [], "zstd": []}
+    try:
+        for _ in range(repeat):
+            for how in times:
+                t0 = time.perf_counter()
+                if how == "sftp+zlib":
+                    client = paramiko.SSHClient()
+                    client.load_host_keys(board.settings["ssh.known_hosts"])
+                    client.connect(board.host, board.port, "root", key_filename=board.settings["ssh.identity"],
+                                   compress=True, look_for_keys=False, allow_agent=False)
+                    sftp = client.open_sftp()
+                    for lib in libs:
+                        with open(lib, "rb") as f:
+                            sftp.putfo(f, f"{remote}/{lib.name}", file_size=lib.stat().st_size, confirm=True)
+                    client.close()
+                else:
+                    with parse_target(f"ssh://root@{board.host}:{board.port}", board.settings) as t:
+                        t.mkdirs(remote)
+                        if how == "sftp":
+                            t._wire = WirePolicy(zstd=False)
+                        for lib in libs:
+                            t.send_file(lib, f"{remote}/{lib.name}")
+                times[how].append(time.perf_counter() - t0)
+                for lib in libs:
+                    if (Path(remote) / lib.name).read_bytes() != lib.read_bytes():
+                        raise SystemExit(f"{lib.name} differs on the board after {how}")
+    finally:
+        board.stop()
+    sftp_t = med(times["sftp"])
+    print(f"{'(ssh) ' + format(tree_bytes(libs) / MB, '.0f') + ' MB of libraries':30}" + "".join(
+        f"  {how} {med(ts):.2f}s ({med(ts) / sftp_t:.2f}x)" for how, ts in times.items())
+        + f"; load {os.getloadavg()[0]:.1f}", flush=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rates", default="40,300", help="link rates in MB/s (comma-separated)")
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--cases", default="a,b,c")
+    ap.add_argument("--cases", default="a,b,c,ssh")
+    ap.add_argument("--package", help="deploy this package instead of the real build plus the two libraries")
     args = ap.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("run as root: the shaped link is a network namespace with tc")
     cases = set(args.cases.split(","))
     work = Path(tempfile.mkdtemp(prefix="deploy-link-", dir="/var/tmp"))
     try:
-        pkg = real_package(work)
+        if args.package:  # a copy: the "rebuilds" rewrite its libraries
+            pkg = work / "pkg" / "llama.cpp"
+            shutil.copytree(args.package, pkg, symlinks=True)
+        else:
+            pkg = real_package(work)
         libs = shared_libraries(pkg)
         print(f"package: {pkg} ({tree_bytes([p for p in pkg.rglob('*') if p.is_file()]) / MB:.0f} MB, "
               f"{len(libs)} shared libraries, {tree_bytes(libs) / MB:.0f} MB); {os.cpu_count()} CPUs, "
@@ -273,6 +358,8 @@ def main() -> int:
                         case_first(b, pkg, args.repeat)
                     if "c" in cases:
                         case_typical(b, pkg, args.repeat, stamp)
+                    if "ssh" in cases:
+                        case_ssh(dev, work, pkg, args.repeat)
                 finally:
                     dev.stop()
         finally:

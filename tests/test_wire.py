@@ -212,24 +212,53 @@ def test_every_adb_kind_sends_zstd_the_same_way(wire_device, adb_server, sshd_ho
     assert sha(dev.tmp / "lib.so") == sha(lib)
 
 
-def test_ssh_board_with_zstd_gets_zstd_and_every_file_matches_the_manifest(sshd_host, pkg, tmp_path, cli):
+def test_ssh_board_with_zstd_gets_a_zstd_stream_for_large_files_and_sftp_for_small_ones(sshd_host, tmp_path):
     """sshd_host's userland (this machine's) has zstd; the virtual board (test_board.py) has
     not, and gets SFTP."""
-    dest = tmp_path / "board" / "llama.cpp"
-    r = cli("deploy", str(pkg), "--target", f"ssh://root@127.0.0.1:{sshd_host.port}", "--dest", str(dest), "--json",
-            env=sshd_host.env)
+    from hexbuild.targets.wire import MIN_SIZE, ZSTD_LEVEL
+
+    lib = real_lib("libasan.so.8")
+    with target(f"ssh://root@127.0.0.1:{sshd_host.port}", **sshd_host.settings) as t:
+        policy = t.wire()
+        assert policy.zstd
+        # one remote command per zstd file: a file smaller than the command's cost in saved
+        # time (8 ms per MB) goes by SFTP; here a command takes tenths of a second
+        assert policy.min_size > MIN_SIZE and policy.choose(lib).reason == "raw:small"
+        got: list[tuple[int, int | None]] = []
+        sent = t.send_file(lib, str(tmp_path / "sftp" / "libasan.so"))
+        assert not sent.compressed and sent.wire_bytes == lib.stat().st_size
+        policy.min_size = MIN_SIZE  # as on a board that starts a command in a few ms
+        assert policy.choose(lib).level == ZSTD_LEVEL
+        sent = t.send_file(lib, str(tmp_path / "zstd" / "libasan.so"), lambda n, w=None: got.append((n, w)))
+    assert sent.compressed and sent.wire_bytes < 0.6 * lib.stat().st_size
+    assert sum(n for n, _ in got) == lib.stat().st_size and sum(w for _, w in got) == sent.wire_bytes
+    assert sha(tmp_path / "zstd" / "libasan.so") == sha(tmp_path / "sftp" / "libasan.so") == sha(lib)
+
+
+def test_a_library_and_its_symlinked_names_travel_once(wire_device, pkg, cli):
+    dev, wire = wire_device()
+    lib = pkg / "lib" / "libstdc++.so.6"
+    lib.rename(pkg / "lib" / "libstdc++.so.6.0.30")
+    (pkg / "lib" / "libstdc++.so.6").symlink_to("libstdc++.so.6.0.30")
+    (pkg / "lib" / "libstdc++.so").symlink_to("libstdc++.so.6")
+    r = cli("deploy", str(pkg), "--target", f"adb:{wire.serial}", "--dest", DEST, "--json")
     assert r.rc == 0, r.err
-    [res] = r.json
-    assert res["files_compressed"] >= 2 and res["wire_bytes"] < 0.7 * res["bytes_pushed"], res
-    manifest = json.loads((dest / ".hexbuild" / "manifest.json").read_text())
-    for f in manifest["files"]:
-        assert sha(dest / f["path"]) == f["sha256"], f["path"]
+    sends = [s.path.rsplit("/", 1)[1] for s in wire.file_sends() if "libstdc++" in s.path]
+    assert sends == ["libstdc++.so"]  # the first name; the others are hard links to it
+    release = (dev.tmp / "llama.cpp").resolve()
+    names = [release / "lib" / n for n in ("libstdc++.so", "libstdc++.so.6", "libstdc++.so.6.0.30")]
+    assert {sha(n) for n in names} == {sha(pkg / "lib" / "libstdc++.so.6.0.30")}
+    assert len({n.stat().st_ino for n in names}) == 1
+    assert on_device_matches_manifest(dev, release) == r.json[0]["files_total"]
 
 
 def test_a_zstd_push_that_the_board_cannot_write_fails_in_one_line(sshd_host):
     from hexbuild.errors import RemoteFailed
 
+    from hexbuild.targets.wire import MIN_SIZE
+
     with target(f"ssh://root@127.0.0.1:{sshd_host.port}", **sshd_host.settings) as t:
+        t.wire().min_size = MIN_SIZE
         with pytest.raises(RemoteFailed) as e:
             t.send_file(real_lib("libstdc++.so.6"), "/proc/hexbuild-none/lib.so")
-    assert "sending /proc/hexbuild-none/lib.so failed" in e.value.message and "\n" not in e.value.message
+    assert "sending /proc/hexbuild-none/lib.so failed: mkdir" in e.value.message and "\n" not in e.value.message

@@ -4,6 +4,7 @@ release — under temporary names renamed over the old files."""
 from __future__ import annotations
 
 import posixpath
+from pathlib import Path
 from typing import Sequence
 
 from ..targets.base import ByteProgress, Target
@@ -22,8 +23,19 @@ def send(target: Target, root: str, rels: Sequence[str], want: dict[str, Package
          progress: ByteProgress, res: TargetResult, *, temp: bool) -> dict[str, str]:
     """Push ``rels`` under ``root`` (to temporary names when ``temp``); {rel: remote name}."""
     sent: dict[str, str] = {}
-    target.expect_transfer([want[rel].local for rel in rels])
-    for i, rel in enumerate(sorted(rels)):
+    # a library and its symlinked names in the package (libllama.so -> .so.0 -> .so.0.5.0) are
+    # one file: it travels once, and the other names become hard links to it on the device
+    first: dict[Path, str] = {}
+    twins: list[tuple[str, str]] = []
+    for rel in sorted(rels):
+        key = want[rel].local.resolve()
+        if not temp and key in first:
+            twins.append((first[key], rel))
+        else:
+            first.setdefault(key, rel)
+    travel = sorted(set(rels) - {rel for _, rel in twins})
+    target.expect_transfer([want[rel].local for rel in travel])
+    for i, rel in enumerate(travel):
         remote = posixpath.join(root, rel)
         name = target.temp_name(remote) if temp else remote
         how = target.send_file(want[rel].local, name, progress)
@@ -36,6 +48,11 @@ def send(target: Target, root: str, rels: Sequence[str], want: dict[str, Package
     for rel, name in sent.items():
         by_mode.setdefault(want[rel].mode, []).append(posixpath.relpath(name, root))
     target.chmod_in(root, by_mode)
+    if twins:
+        target.link_files(root, root, twins)
+        for src, rel in twins:
+            sent[rel] = posixpath.join(root, rel)
+            res.files_pushed += 1
     return sent
 
 

@@ -226,6 +226,7 @@ class SshSession:
         return rc, b"".join(out).decode("utf-8", "replace"), b"".join(err).decode("utf-8", "replace")
 
 
+ZSTD_SAVING_S_PER_BYTE = 0.008 / 1e6  # what a zstd stream saves over SFTP, per byte (the lower figure)
 # the board's side of a zstd push: the parent made, then the frame decoded into the file
 _UNZSTD = 'mkdir -p "$(dirname "$1")" && exec zstd -q -d -f -o "$1"'
 
@@ -291,14 +292,19 @@ class SshTarget(ShellTarget):
             return action()
 
     def wire(self):
-        """zstd into the board's own ``zstd -d`` where the board has one and the file compresses
-        (measured: it beats SFTP at 40 and 300 MB/s, since paramiko's SFTP tops out near 40 MB/s
-        here; SSH's own zlib compression lost 3x at 40 MB/s and is not used), else SFTP."""
+        """zstd into the board's own ``zstd -d`` where the board has one and a file is large
+        enough, else SFTP. Measured (benchmarks/deploy_link.py): one zstd stream beats SFTP by
+        8-12 ms per MB at 40 and at 300 MB/s (paramiko's SFTP tops out near 40 MB/s here), but
+        costs one remote command per file; a file goes that way when its saving outweighs the
+        command, timed on the ``command -v zstd`` that asks for it. SSH's own zlib compression
+        lost 1.5-3x at both rates and is not used."""
         if self._wire is None:
-            from .wire import WirePolicy
+            from .wire import MIN_SIZE, WirePolicy
 
+            t = time.perf_counter()
             rc = self.session.exec("command -v zstd >/dev/null 2>&1", timeout=self.default_timeout)
-            self._wire = WirePolicy(zstd=rc == 0)
+            command_s = time.perf_counter() - t
+            self._wire = WirePolicy(zstd=rc == 0, min_size=max(MIN_SIZE, int(command_s / ZSTD_SAVING_S_PER_BYTE)))
         return self._wire
 
     def send_file(self, local: Path, remote: str, progress: ByteProgress | None = None) -> Sent:

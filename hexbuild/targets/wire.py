@@ -54,6 +54,7 @@ class WirePolicy:
 
     zstd: bool
     probe: Callable[[int], float] | None = None
+    min_size: int = MIN_SIZE  # smaller files go raw: compressing them cannot win back its fixed cost
     link_rate: float | None = None  # raw bytes/s the link carried in the probe
     rates: list[float] = field(default_factory=list)  # zstd level-1 bytes/s measured on samples
     _cctx: object = None
@@ -84,7 +85,7 @@ class WirePolicy:
         if not self.zstd:
             return Choice(None, "raw:feature")
         size = _size(local)
-        if size < MIN_SIZE:
+        if size < self.min_size:
             return Choice(None, "raw:small")
         if _is_gguf(local):
             return Choice(None, "raw:gguf")
