@@ -118,6 +118,20 @@ def test_a_link_faster_than_compression_gets_raw_and_a_slow_one_zstd(tmp_path):
     assert probes == [] and no_dry_run.choose(lib).reason == "zstd"
 
 
+def test_what_whole_files_achieved_decides_over_the_estimates(tmp_path):
+    lib = tmp_path / "lib.so"
+    shutil.copyfile(real_lib("libstdc++.so.6"), lib)
+    policy = WirePolicy(zstd=True, link_rate=200e6)
+    big = 64 << 20
+    policy.observe(big, big / 80e6, compressed=True)  # compressing, files went at 80 MB/s
+    assert policy.choose(lib).reason == "raw:fast-link"
+    policy.observe(big, big / 60e6, compressed=False)  # raw went at 60: the probe was optimistic
+    assert policy.choose(lib).reason == "zstd"
+    policy.observe(1 << 20, 1.0, compressed=True)  # a small file's time is mostly latency: ignored
+    assert policy.choose(lib).reason == "zstd"
+    assert policy.order([lib, tmp_path]) == [1, 0]  # after a probe: smallest first
+
+
 # -- against the real adbd ------------------------------------------------------------------------------
 def test_zstd_push_is_one_frame_in_small_data_packets_and_lands_byte_identical(wire_device, tmp_path):
     dev, wire = wire_device()

@@ -7,7 +7,7 @@ import posixpath
 from pathlib import Path
 from typing import Sequence
 
-from ..targets.base import ByteProgress, Target
+from ..targets.base import ByteProgress, Sent, Target
 from ..targets.posix import batches
 from .checkpoints import checkpoint
 from .package import PackageFile
@@ -35,15 +35,17 @@ def send(target: Target, root: str, rels: Sequence[str], want: dict[str, Package
             first.setdefault(key, rel)
     travel = sorted(set(rels) - {rel for _, rel in twins})
     target.expect_transfer([want[rel].local for rel in travel])
-    for i, rel in enumerate(travel):
-        remote = posixpath.join(root, rel)
-        name = target.temp_name(remote) if temp else remote
-        how = target.send_file(want[rel].local, name, progress)
-        sent[rel] = name
+    names = [target.temp_name(posixpath.join(root, rel)) if temp else posixpath.join(root, rel) for rel in travel]
+
+    def on_sent(i: int, how: Sent | None) -> None:  # a target may send in another order
+        sent[travel[i]] = names[i]
         res.files_pushed += 1
         if how is not None and how.compressed:
             res.files_compressed += 1
-        checkpoint(target, f"pushed:{i + 1}")
+        checkpoint(target, f"pushed:{len(sent)}")
+
+    target.send_files([(want[rel].local, name, want[rel].mode) for rel, name in zip(travel, names)], progress,
+                      on_sent)
     by_mode: dict[int, list[str]] = {}
     for rel, name in sent.items():
         by_mode.setdefault(want[rel].mode, []).append(posixpath.relpath(name, root))

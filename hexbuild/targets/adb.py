@@ -11,6 +11,7 @@ shell protocol v2 (the remote exit code comes back in-band); devices without it 
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
@@ -206,15 +207,36 @@ class AdbTarget(ShellTarget):
         return self._wire.link_rate if self._wire is not None else None
 
     def send_file(self, local: Path, remote: str, progress: ByteProgress | None = None) -> Sent:
+        got: list[Sent] = []
+        self.send_files([(local, remote, 0o644)], progress, lambda i, how: got.append(how))
+        return got[0]
+
+    def send_files(self, files, progress, sent) -> None:
+        """All on one sync connection, each file zstd or raw as wire.WirePolicy says, decided
+        just before it goes (each large file's time teaches the next choice)."""
         serial = self._serial()
         policy = self.wire()
-        choice = policy.choose(local)
-        # the adb command that sends the same bytes: -z zstd compresses, -Z sends raw
-        flag = ["-z", "zstd"] if choice.level is not None else (["-Z"] if policy.zstd else [])
-        ui.command(self._display_prefix(serial) + ["push", *flag, str(local), remote])
-        wire = self._call(adbsync.push, self.client, serial, local, remote, mode=0o644, timeout=self.transfer_timeout,
-                          progress=progress, zstd_level=choice.level)
-        return Sent(wire, compressed=choice.level is not None)
+        order = policy.order([local for local, _, _ in files])
+        started, count = [0.0], [0]
+
+        def uploads():
+            for i in order:
+                local, remote, mode = files[i]
+                level = policy.choose(local).level
+                # the adb command that sends the same bytes: -z zstd compresses, -Z sends raw
+                flag = ["-z", "zstd"] if level is not None else (["-Z"] if policy.zstd else [])
+                ui.command(self._display_prefix(serial) + ["push", *flag, str(local), remote])
+                started[0] = time.perf_counter()
+                yield adbsync.Upload(local, remote, mode, level)
+
+        def done(up: adbsync.Upload, wire: int) -> None:
+            size = os.stat(up.local).st_size
+            policy.observe(size, time.perf_counter() - started[0], up.zstd_level is not None)
+            sent(order[count[0]], Sent(wire, compressed=up.zstd_level is not None))
+            count[0] += 1
+
+        self._call(adbsync.push_many, self.client, serial, uploads(), timeout=self.transfer_timeout,
+                   progress=progress, sent=done)
 
     def read_file(self, remote: str) -> bytes | None:
         return self._call(adbsync.pull_bytes, self.client, self._serial(), remote, timeout=self.transfer_timeout)

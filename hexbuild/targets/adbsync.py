@@ -16,7 +16,8 @@ import os
 import struct
 import time
 from pathlib import Path
-from typing import Any, Callable
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
 
 from .adbproto import SYNC_DATA_MAX, AdbClient, AdbError, Conn
 
@@ -24,30 +25,59 @@ SEND_BATCH = 16  # DATA packets per send (1 MiB): fewer system calls per byte
 SYNC_FLAG_BROTLI, SYNC_FLAG_LZ4, SYNC_FLAG_ZSTD, SYNC_FLAG_DRY_RUN = 1, 2, 4, 0x8000_0000
 
 
+@dataclass
+class Upload:
+    local: Path
+    remote: str
+    mode: int = 0o644
+    zstd_level: int | None = None  # sync v2 with zstd at this level; None: v1 SEND, raw
+
+
 def push(client: AdbClient, serial: str, local: Path, remote: str, *, mode: int, timeout: float,
          progress: Callable[..., None] | None = None, zstd_level: int | None = None) -> int:
-    """SEND one file; returns the bytes its DATA packets carried (the file's size when raw).
-    adbd creates missing parent directories and applies ``mode``. ``timeout`` bounds the time
-    without progress (each chunk re-arms it). ``progress(file_bytes, wire_bytes)`` per batch.
+    """SEND one file; returns the bytes its DATA packets carried (see push_many)."""
+    return push_many(client, serial, [Upload(local, remote, mode, zstd_level)], timeout=timeout,
+                     progress=progress)[0]
 
-    ``zstd_level``: sync v2 (``SND2``, flag zstd) — the whole file is one zstd frame cut
-    into DATA packets of at most 64 KiB, as adb 33+ sends it; only for a device whose
-    features list ``sendrecv_v2_zstd``. None: v1 ``SEND``, raw, which every adbd takes."""
-    with client.transport(serial, timeout) as c, open(local, "rb", buffering=0) as f:
+
+def push_many(client: AdbClient, serial: str, uploads: Iterable[Upload], *, timeout: float,
+              progress: Callable[..., None] | None = None,
+              sent: Callable[[Upload, int], None] | None = None) -> list[int]:
+    """SEND each upload on one sync connection; the bytes each one's DATA packets carried.
+
+    adbd creates missing parent directories and applies the mode. One connection serves them all
+    (no transport and ``sync:`` round trips per file), but each file's OKAY is awaited before the
+    next: adb push's deferred acknowledgements would save a few ms per file, and lose everything
+    still in the buffers (megabytes) when the link drops, where now every acknowledged file is
+    whole on the device for the next run to keep. ``progress(file_bytes, wire_bytes)`` per
+    batch; ``sent(upload, wire)`` once the upload is on the device (``uploads`` may be a
+    generator that decides each file when its turn comes). ``timeout`` bounds the time
+    without progress.
+
+    With ``zstd_level``: sync v2 (``SND2``, flag zstd) — the whole file is one zstd frame cut
+    into DATA packets of at most 64 KiB, as adb 33+ sends it; only for a device whose features
+    list ``sendrecv_v2_zstd``. Without: v1 ``SEND``, raw, which every adbd takes."""
+    wires: list[int] = []
+    with client.transport(serial, timeout) as c:
         c.request("sync:")
-        if zstd_level is None:
-            spec = f"{remote},{0o100000 | (mode & 0o7777)}".encode("utf-8")
-            c.send(b"SEND" + struct.pack("<I", len(spec)) + spec)
-            wire = _send_raw(c, f, timeout, progress)
-        else:
-            path = remote.encode("utf-8")
-            c.send(b"SND2" + struct.pack("<I", len(path)) + path
-                   + b"SND2" + struct.pack("<II", 0o100000 | (mode & 0o7777), SYNC_FLAG_ZSTD))
-            wire = _send_zstd(c, f, timeout, progress, zstd_level)
-        c.send(b"DONE" + struct.pack("<I", int(time.time())))
-        sync_status(c)
+        for up in uploads:
+            with open(up.local, "rb", buffering=0) as f:
+                mode = 0o100000 | (up.mode & 0o7777)
+                if up.zstd_level is None:
+                    spec = f"{up.remote},{mode}".encode("utf-8")
+                    c.send(b"SEND" + struct.pack("<I", len(spec)) + spec)
+                    wires.append(_send_raw(c, f, timeout, progress))
+                else:
+                    path = up.remote.encode("utf-8")
+                    c.send(b"SND2" + struct.pack("<I", len(path)) + path
+                           + b"SND2" + struct.pack("<II", mode, SYNC_FLAG_ZSTD))
+                    wires.append(_send_zstd(c, f, timeout, progress, up.zstd_level))
+            c.send(b"DONE" + struct.pack("<I", int(time.time())))
+            sync_status(c)
+            if sent:
+                sent(up, wires[-1])
         c.send(b"QUIT" + struct.pack("<I", 0))
-    return wire
+    return wires
 
 
 def dry_run_push(client: AdbClient, serial: str, remote: str, nbytes: int, *, timeout: float) -> float:

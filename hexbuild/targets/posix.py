@@ -13,10 +13,10 @@ import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 from ..errors import RemoteFailed, UsageError
-from .base import ByteProgress, Captured, DeviceInfo, RemoteFile, Target
+from .base import ByteProgress, Captured, DeviceInfo, RemoteFile, Sent, Target
 
 # A device shell command is a service string of at most 64 KiB (4 hex digits); stay well below.
 ARG_BUDGET = 24 * 1024
@@ -212,6 +212,13 @@ class ShellTarget(Target):
     def send_file(self, local: Path, remote: str, progress: ByteProgress | None = None) -> None:
         """Copy bytes only (parents created); modes are set in batches by the caller."""
         raise NotImplementedError
+
+    def send_files(self, files: Sequence[tuple[Path, str, int]], progress: ByteProgress | None,
+                   sent: Callable[[int, Sent | None], None]) -> None:
+        """Copy each (local, remote, mode) in order; ``sent(i, how)`` once file ``i`` is on its
+        way. Modes may be applied or not: the caller sets them in batches afterwards."""
+        for i, (local, remote, _) in enumerate(files):
+            sent(i, self.send_file(local, remote, progress))
 
     def push(self, local: Path, remote: str, *, mode: int | None = None,
              progress: ByteProgress | None = None) -> None:

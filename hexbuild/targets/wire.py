@@ -36,6 +36,7 @@ PROBE_FROM = 16 << 20  # compressible bytes in a push before the probe pays for 
 # compressing shares this machine's CPU with the adb server (and, for a virtual device, with
 # adbd): ask for a clear win before giving up raw's simplicity
 MARGIN = 1.1
+OBSERVE_FROM = 4 << 20  # a push this large measures its way (smaller ones are mostly latency)
 RATES_KEPT = 30  # the compression speed is the median of the last samples (the load changes)
 GGUF_MAGIC = b"GGUF"
 
@@ -57,6 +58,7 @@ class WirePolicy:
     min_size: int = MIN_SIZE  # smaller files go raw: compressing them cannot win back its fixed cost
     link_rate: float | None = None  # raw bytes/s the link carried in the probe
     rates: list[float] = field(default_factory=list)  # zstd level-1 bytes/s measured on samples
+    seen: dict[bool, float] = field(default_factory=dict)  # compressed? -> file bytes/s of the last large push
     _cctx: object = None
 
     @classmethod
@@ -92,13 +94,31 @@ class WirePolicy:
         ratio = self._sample(local, size)
         if ratio > 1 - MIN_SAVING:
             return Choice(None, "raw:incompressible", ratio)
-        if self.link_rate is not None and self.rates:
+        raw_rate = self.seen.get(False, self.link_rate)  # a whole raw file over the probe
+        if raw_rate is not None and True in self.seen:
+            # what whole files achieved beats any estimate: the compression here shares the CPU
+            # with everything else on this machine
+            if self.seen[True] * MARGIN < raw_rate:
+                return Choice(None, "raw:fast-link", ratio)
+        elif self.link_rate is not None and self.rates:
             compress = statistics.median(self.rates)
             # pipelined: the slower of compressing and carrying the smaller stream
             zstd_s = max(1 / compress, ratio / self.link_rate) * MARGIN
             if zstd_s >= 1 / self.link_rate:
                 return Choice(None, "raw:fast-link", ratio)
         return Choice(ZSTD_LEVEL, "zstd", ratio)
+
+    def observe(self, size: int, seconds: float, compressed: bool) -> None:
+        """A file of ``size`` bytes went over in ``seconds`` (to the device's OKAY)."""
+        if size >= OBSERVE_FROM and seconds > 0:
+            self.seen[compressed] = size / seconds
+
+    def order(self, files: list[Path]) -> list[int]:
+        """The order to send ``files`` in: after a link measurement, smallest first, so the
+        first files show what compression achieves on this link before the large ones go."""
+        if self.link_rate is None:
+            return list(range(len(files)))
+        return sorted(range(len(files)), key=lambda i: _size(files[i]))
 
     def _sample(self, local: Path, size: int) -> float:
         """compressed/original of three slices; each slice's compression speed joins ``rates``."""
