@@ -63,17 +63,19 @@ MB = 1e6
 
 
 # -- the package -------------------------------------------------------------------------------------
-def real_package(work: Path) -> Path:
-    """A copy of the real open-toolchain build with the two large libraries added to lib/."""
-    import docker
+def real_package(work: Path, built: Path | None = None) -> Path:
+    """A copy of the real open-toolchain build (``built``, else built or found up to date in the
+    test cache) with the two large libraries added to lib/."""
+    if built is None:
+        import docker
 
-    daemon, host = engine_for_benchmark()
-    try:
-        ensure_open_image_on(docker.DockerClient(base_url=host, timeout=900), cache_dir())
-        built, _ = build_open_package(host, cache_dir())
-    finally:
-        if daemon is not None:
-            daemon.stop()
+        daemon, host = engine_for_benchmark()
+        try:
+            ensure_open_image_on(docker.DockerClient(base_url=host, timeout=900), cache_dir())
+            built, _ = build_open_package(host, cache_dir())
+        finally:
+            if daemon is not None:
+                daemon.stop()
     pkg = work / "pkg" / "llama.cpp"
     shutil.copytree(built, pkg, symlinks=True)
     for lib in BIG_LIBS:
@@ -322,18 +324,15 @@ def main() -> int:
     ap.add_argument("--rates", default="40,300", help="link rates in MB/s (comma-separated)")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--cases", default="a,b,c,ssh")
-    ap.add_argument("--package", help="deploy this package instead of the real build plus the two libraries")
+    ap.add_argument("--package", help="the real build's package directory, when it is built already (pkg-open-linux/"
+                                      "llama.cpp of the test cache's 0.3.36 copy); the two libraries are added")
     args = ap.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("run as root: the shaped link is a network namespace with tc")
     cases = set(args.cases.split(","))
     work = Path(tempfile.mkdtemp(prefix="deploy-link-", dir="/var/tmp"))
     try:
-        if args.package:  # a copy: the "rebuilds" rewrite its libraries
-            pkg = work / "pkg" / "llama.cpp"
-            shutil.copytree(args.package, pkg, symlinks=True)
-        else:
-            pkg = real_package(work)
+        pkg = real_package(work, Path(args.package) if args.package else None)  # a copy: "rebuilds" rewrite it
         libs = shared_libraries(pkg)
         print(f"package: {pkg} ({tree_bytes([p for p in pkg.rglob('*') if p.is_file()]) / MB:.0f} MB, "
               f"{len(libs)} shared libraries, {tree_bytes(libs) / MB:.0f} MB); {os.cpu_count()} CPUs, "

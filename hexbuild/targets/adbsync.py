@@ -12,7 +12,6 @@ features`` returns) say what it decodes.
 
 from __future__ import annotations
 
-import os
 import struct
 import time
 from pathlib import Path
@@ -175,28 +174,23 @@ def _send_raw(c: Conn, f: Any, timeout: float, progress: Callable[..., None] | N
 
 
 def _send_zstd(c: Conn, f: Any, timeout: float, progress: Callable[..., None] | None, level: int) -> int:
-    import zstandard
+    from .wire import zstd_frame
 
-    size = os.fstat(f.fileno()).st_size
-    # the chunker hands out exactly SYNC_DATA_MAX bytes of the frame at a time: one DATA each
-    chunker = zstandard.ZstdCompressor(level=level).chunker(size=size, chunk_size=SYNC_DATA_MAX)
     wire = 0
-    while True:
-        block = f.read(SYNC_DATA_MAX * SEND_BATCH)
+    # the frame comes in pieces of exactly SYNC_DATA_MAX bytes: one DATA packet each
+    for nread, pieces in zstd_frame(f, level, SYNC_DATA_MAX, block=SYNC_DATA_MAX * SEND_BATCH):
         out = bytearray()
-        n = 0
-        for chunk in (chunker.compress(block) if block else chunker.finish()):
-            out += b"DATA" + struct.pack("<I", len(chunk))
-            out += chunk
-            n += len(chunk)
+        for piece in pieces:
+            out += b"DATA" + struct.pack("<I", len(piece))
+            out += piece
         if out:
             c.send(out)
             c.extend(timeout)
+        n = sum(map(len, pieces))
         wire += n
-        if progress and (block or n):
-            progress(len(block), n)
-        if not block:
-            return wire
+        if progress and (nread or n):
+            progress(nread, n)
+    return wire
 
 
 def sync_status(c: Conn) -> None:

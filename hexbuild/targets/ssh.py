@@ -292,12 +292,9 @@ class SshTarget(ShellTarget):
             return action()
 
     def wire(self):
-        """zstd into the board's own ``zstd -d`` where the board has one and a file is large
-        enough, else SFTP. Measured (benchmarks/deploy_link.py): one zstd stream beats SFTP by
-        8-12 ms per MB at 40 and at 300 MB/s (paramiko's SFTP tops out near 40 MB/s here), but
-        costs one remote command per file; a file goes that way when its saving outweighs the
-        command, timed on the ``command -v zstd`` that asks for it. SSH's own zlib compression
-        lost 1.5-3x at both rates and is not used."""
+        """zstd into the board's own ``zstd -d`` where it has one and a file is large enough to
+        win back one remote command (timed on the ``command -v zstd`` that asks), else SFTP;
+        whole files' times then decide (README, "At the link's limit")."""
         if self._wire is None:
             from .wire import MIN_SIZE, WirePolicy
 
@@ -308,11 +305,17 @@ class SshTarget(ShellTarget):
         return self._wire
 
     def send_file(self, local: Path, remote: str, progress: ByteProgress | None = None) -> Sent:
-        choice = self.wire().choose(local)
+        policy = self.wire()
+        choice = policy.choose(local)
+        started = time.perf_counter()
         try:
             if choice.level is not None:
-                return self._send_zstd(local, remote, choice.level, progress)
-            return self._send_sftp(local, remote, progress)
+                sent = self._send_zstd(local, remote, choice.level, progress)
+            else:
+                sent = self._send_sftp(local, remote, progress)
+            # a large file's time decides the next: compression loses when this CPU is busy
+            policy.observe(os.stat(local).st_size, time.perf_counter() - started, sent.compressed)
+            return sent
         except (socket.timeout, TimeoutError):
             raise RemoteFailed(f"{self.spec}: sending {remote} stalled for {self.transfer_timeout:g}s") from None
         except OSError as e:
@@ -339,7 +342,7 @@ class SshTarget(ShellTarget):
 
     def _send_zstd(self, local: Path, remote: str, level: int, progress: ByteProgress | None) -> Sent:
         """One zstd frame (with its checksum) on the stdin of ``zstd -d -o REMOTE`` on the board."""
-        import zstandard
+        from .wire import zstd_frame
 
         command = shell_command(["sh", "-c", _UNZSTD, "sh", remote])
         ui.command(["zstd", f"-{level}", "-c", str(local), "|", "ssh", "-p", str(self.session.port),
@@ -349,21 +352,15 @@ class SshTarget(ShellTarget):
         try:
             chan.settimeout(self.transfer_timeout)
             chan.exec_command(command)
-            chunker = zstandard.ZstdCompressor(level=level, write_checksum=True).chunker(
-                size=os.stat(local).st_size, chunk_size=1 << 18)
             try:
                 with open(local, "rb", buffering=0) as f:
-                    while True:
-                        block = f.read(1 << 20)
-                        n = 0
-                        for chunk in (chunker.compress(block) if block else chunker.finish()):
-                            chan.sendall(chunk)
-                            n += len(chunk)
+                    for nread, pieces in zstd_frame(f, level, 1 << 18, checksum=True):
+                        for piece in pieces:
+                            chan.sendall(piece)
+                        n = sum(map(len, pieces))
                         wire += n
-                        if progress and (block or n):
-                            progress(len(block), n)
-                        if not block:
-                            break
+                        if progress and (nread or n):
+                            progress(nread, n)
                 chan.shutdown_write()
             except OSError:
                 if not chan.exit_status_ready():  # not zstd giving up: the link

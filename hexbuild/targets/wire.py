@@ -23,7 +23,7 @@ import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import BinaryIO, Callable, Iterable, Iterator
 
 ZSTD_LEVEL = 1  # what adb's own ZstdEncoder uses: 300+ MB/s a core, a library to ~0.35
 FEATURE_ZSTD = "sendrecv_v2_zstd"
@@ -141,6 +141,21 @@ class WirePolicy:
                     self.rates.append(len(chunk) / dt)
         del self.rates[:-RATES_KEPT]
         return packed / raw if raw else 1.0
+
+
+def zstd_frame(f: BinaryIO, level: int, piece: int, *, checksum: bool = False,
+               block: int = 1 << 20) -> Iterator[tuple[int, list[bytes]]]:
+    """The whole of ``f`` as one zstd frame: per ``block`` read, (the bytes read, the frame's
+    pieces ready so far — each exactly ``piece`` bytes but the last)."""
+    import zstandard
+
+    size = os.fstat(f.fileno()).st_size
+    chunker = zstandard.ZstdCompressor(level=level, write_checksum=checksum).chunker(size=size, chunk_size=piece)
+    while True:
+        data = f.read(block)
+        yield len(data), list(chunker.compress(data) if data else chunker.finish())
+        if not data:
+            return
 
 
 def _size(path: Path) -> int:
