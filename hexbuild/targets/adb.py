@@ -11,7 +11,6 @@ shell protocol v2 (the remote exit code comes back in-band); devices without it 
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
@@ -217,7 +216,7 @@ class AdbTarget(ShellTarget):
         serial = self._serial()
         policy = self.wire()
         order = policy.order([local for local, _, _ in files])
-        started, count = [0.0], [0]
+        index = {}
 
         def uploads():
             for i in order:
@@ -226,14 +225,13 @@ class AdbTarget(ShellTarget):
                 # the adb command that sends the same bytes: -z zstd compresses, -Z sends raw
                 flag = ["-z", "zstd"] if level is not None else (["-Z"] if policy.zstd else [])
                 ui.command(self._display_prefix(serial) + ["push", *flag, str(local), remote])
-                started[0] = time.perf_counter()
-                yield adbsync.Upload(local, remote, mode, level)
+                up = adbsync.Upload(local, remote, mode, level)
+                index[id(up)] = i
+                yield up
 
         def done(up: adbsync.Upload, wire: int) -> None:
-            size = os.stat(up.local).st_size
-            policy.observe(size, time.perf_counter() - started[0], up.zstd_level is not None)
-            sent(order[count[0]], Sent(wire, compressed=up.zstd_level is not None))
-            count[0] += 1
+            policy.observe(os.stat(up.local).st_size, up.landed - up.started, up.zstd_level is not None)
+            sent(index.pop(id(up)), Sent(wire, compressed=up.zstd_level is not None))
 
         self._call(adbsync.push_many, self.client, serial, uploads(), timeout=self.transfer_timeout,
                    progress=progress, sent=done)

@@ -16,6 +16,7 @@ adbsync.py's.
 
 from __future__ import annotations
 
+import select
 import socket
 import struct
 import time
@@ -138,6 +139,13 @@ class Conn:
                 raise AdbStreamClosed("the adb server closed the connection (device gone?)")
             buf += chunk
         return bytes(buf)
+
+    def readable(self) -> bool:
+        """Bytes are waiting to be read (a socket, or a paramiko channel for adb+ssh)."""
+        ready = getattr(self.s, "recv_ready", None)
+        if ready is not None:
+            return bool(ready())
+        return bool(select.select([self.s], [], [], 0)[0])
 
     def recv_some(self, n: int) -> bytes:
         self._arm()
