@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from hexbuild.targets import parse_target
-from hexbuild.targets.wire import PROBE_FROM, WirePolicy
+from hexbuild.targets.wire import PROBE_BYTES, PROBE_FROM, WirePolicy
 from tests import elf_factory as ef
 from tests.infra.adbwire import V2_FEATURES
 
@@ -99,7 +99,7 @@ def test_a_link_faster_than_compression_gets_raw_and_a_slow_one_zstd(tmp_path):
     feats = {"sendrecv_v2", "sendrecv_v2_zstd", "sendrecv_v2_dry_run_send"}
     slow = WirePolicy.for_features(feats, probe_at(40e6))
     slow.expect(big)
-    assert probes == [0, 1 << 20] and 35e6 < slow.link_rate < 45e6
+    assert probes == [0, PROBE_BYTES] and 35e6 < slow.link_rate < 45e6
     assert slow.choose(lib).reason == "zstd"
 
     fast = WirePolicy.for_features(feats, probe_at(300e6))
@@ -118,17 +118,20 @@ def test_a_link_faster_than_compression_gets_raw_and_a_slow_one_zstd(tmp_path):
     assert probes == [] and no_dry_run.choose(lib).reason == "zstd"
 
 
-def test_what_whole_files_achieved_decides_over_the_estimates(tmp_path):
+def test_what_whole_files_of_both_kinds_achieved_decides_over_the_estimates(tmp_path):
     lib = tmp_path / "lib.so"
     shutil.copyfile(real_lib("libstdc++.so.6"), lib)
-    policy = WirePolicy(zstd=True, link_rate=200e6)
+    policy = WirePolicy(zstd=True, link_rate=200e6, rates=[100e6] * 30)
     big = 64 << 20
-    policy.observe(big, big / 80e6, compressed=True)  # compressing, files went at 80 MB/s
-    assert policy.choose(lib).reason == "raw:fast-link"
-    policy.observe(big, big / 60e6, compressed=False)  # raw went at 60: the probe was optimistic
+    assert policy.choose(lib).reason == "raw:fast-link"  # the estimates: raw
+    policy.observe(big, big / 90e6, compressed=False)  # but raw files went at 90 MB/s
+    assert policy.choose(lib).reason == "raw:fast-link"  # one kind alone compares with nothing
+    policy.observe(big, big / 150e6, compressed=True)  # and a compressed one at 150
     assert policy.choose(lib).reason == "zstd"
     policy.observe(1 << 20, 1.0, compressed=True)  # a small file's time is mostly latency: ignored
     assert policy.choose(lib).reason == "zstd"
+    policy.observe(big, big / 50e6, compressed=True)
+    assert policy.choose(lib).reason == "raw:fast-link"
     assert policy.order([lib, tmp_path]) == [1, 0]  # after a probe: smallest first
 
 
@@ -204,9 +207,9 @@ def test_a_large_push_measures_the_link_first_and_compresses_on_a_slow_one(wire_
     r = cli("deploy", str(pkg), "--target", f"adb:{wire.serial}", "--dest", DEST, "--json")
     assert r.rc == 0, r.err
     [res] = r.json
-    # the 1 MiB dry run (and the empty one that times the round trip) went first; what it
+    # the 2 MiB dry run (and the empty one that times the round trip) went first; what it
     # measures depends on the load here (this proxy is Python too): the link's 40 MB/s at most
-    assert [d.data_bytes for d in wire.dry_runs()] == [0, 1 << 20]
+    assert [d.data_bytes for d in wire.dry_runs()] == [0, PROBE_BYTES]
     assert 5 < res["link_mb_s"] < 60, res
     assert res["files_compressed"] >= 4 and res["wire_bytes"] < 0.7 * res["bytes_pushed"]
     assert on_device_matches_manifest(dev, (dev.tmp / "llama.cpp").resolve()) > 4

@@ -31,7 +31,7 @@ FEATURE_DRY_RUN = "sendrecv_v2_dry_run_send"
 MIN_SAVING = 0.10  # a sample that shrinks less than this goes raw
 MIN_SIZE = 64 * 1024  # one DATA packet either way: nothing to win
 SAMPLE_SLICE = 128 * 1024  # three slices (start, middle, end) make a file's sample
-PROBE_BYTES = 1 << 20  # the dry-run push that measures the link
+PROBE_BYTES = 2 << 20  # the dry-run push that measures the link (a shaper's burst skews less)
 PROBE_FROM = 16 << 20  # compressible bytes in a push before the probe pays for itself
 # compressing shares this machine's CPU with the adb server (and, for a virtual device, with
 # adbd): ask for a clear win before giving up raw's simplicity
@@ -94,11 +94,10 @@ class WirePolicy:
         ratio = self._sample(local, size)
         if ratio > 1 - MIN_SAVING:
             return Choice(None, "raw:incompressible", ratio)
-        raw_rate = self.seen.get(False, self.link_rate)  # a whole raw file over the probe
-        if raw_rate is not None and True in self.seen:
-            # what whole files achieved beats any estimate: the compression here shares the CPU
-            # with everything else on this machine
-            if self.seen[True] * MARGIN < raw_rate:
+        if len(self.seen) == 2:
+            # whole files of both kinds have gone: what they achieved beats any estimate (the
+            # compression here shares the CPU with everything else on this machine)
+            if self.seen[True] < self.seen[False] * MARGIN:
                 return Choice(None, "raw:fast-link", ratio)
         elif self.link_rate is not None and self.rates:
             compress = statistics.median(self.rates)
