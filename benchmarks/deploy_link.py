@@ -189,31 +189,34 @@ def case_redeploy(b: Bench, pkg: Path, repeat: int, stamp: list[int]) -> None:
     b.shell(f"rm -rf {DEST_PARENT}/llama.cpp {DEST_PARENT}/.llama.cpp* {DEST_PARENT}/plain")
     b.deploy(pkg, dest)  # the phone has the old build
     b.shell(f"mkdir -p {DEST_PARENT}/plain/lib")
-    h, a, raw, wire, pushed = [], [], [], [], 0
+    h, a, raw, wire, pushed, inside = [], [], [], [], 0, []
     for _ in range(repeat):
         stamp[0] += 1
         rebuild(libs, stamp[0])
         clock, res = b.deploy(pkg, dest)
         b.check(pkg, dest)
         h.append(clock)
+        inside.append(res["duration_s"])
         wire.append(res["wire_bytes"] / res["bytes_pushed"])
         pushed = res["bytes_pushed"]
         a.append(b.adb("push", *map(str, libs), f"{DEST_PARENT}/plain/lib/"))
         raw.append(b.adb("push", "-Z", *map(str, libs), f"{DEST_PARENT}/plain/lib/"))
     row(f"(a) redeploy, {pushed / MB:.0f} MB changed", h, a, raw,
         f"wire/file {med(wire):.2f}, link {res.get('link_mb_s')} MB/s, {res['files_compressed']}/{res['files_pushed']} "
-        f"files zstd, load {os.getloadavg()[0]:.1f}")
+        f"files zstd; the device part {med(inside):.2f}s (the rest: start-up, hashing the package); "
+        f"load {os.getloadavg()[0]:.1f}")
 
 
 def case_first(b: Bench, pkg: Path, repeat: int) -> None:
     dest = f"{DEST_PARENT}/first"
-    h, a, raw, wire = [], [], [], []
+    h, a, raw, wire, inside = [], [], [], [], []
     total = tree_bytes([p for p in pkg.rglob("*") if p.is_file()])
     for _ in range(repeat):
         b.shell(f"rm -rf {DEST_PARENT}/first {DEST_PARENT}/.first* {DEST_PARENT}/plain")
         clock, res = b.deploy(pkg, dest)
         b.check(pkg, dest)
         h.append(clock)
+        inside.append(res["duration_s"])
         wire.append(res["wire_bytes"] / res["bytes_pushed"])
         b.shell(f"mkdir -p {DEST_PARENT}/plain")
         a.append(b.adb("push", str(pkg), f"{DEST_PARENT}/plain/"))
@@ -221,7 +224,8 @@ def case_first(b: Bench, pkg: Path, repeat: int) -> None:
         raw.append(b.adb("push", "-Z", str(pkg), f"{DEST_PARENT}/plain/"))
     b.shell(f"rm -rf {DEST_PARENT}/first {DEST_PARENT}/.first* {DEST_PARENT}/plain")
     row(f"(b) first deploy, {total / MB:.0f} MB", h, a, raw,
-        f"wire/file {med(wire):.2f}, link {res.get('link_mb_s')} MB/s, load {os.getloadavg()[0]:.1f}")
+        f"wire/file {med(wire):.2f}, link {res.get('link_mb_s')} MB/s; the device part {med(inside):.2f}s; "
+        f"load {os.getloadavg()[0]:.1f}")
 
 
 def case_typical(b: Bench, pkg: Path, repeat: int, stamp: list[int]) -> None:

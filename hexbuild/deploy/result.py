@@ -21,7 +21,7 @@ class TargetResult:
     bytes_total: int = 0
     bytes_pushed: int = 0  # file bytes sent (models and repairs included)
     wire_bytes: int = 0  # what the link carried for them: less than bytes_pushed where compressed
-    files_compressed: int = 0  # package files sent as zstd (adb sync v2); the others went raw
+    files_compressed: int = 0  # package files sent as zstd (adb sync v2, an ssh board's zstd -d); the rest raw
     link_mb_s: float | None = None  # the link's raw rate, when the target measured it before a large push
     duration_s: float = 0.0
     status: str = "failed"  # ok | failed | unchanged

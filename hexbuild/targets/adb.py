@@ -192,9 +192,9 @@ class AdbTarget(ShellTarget):
 
             serial = self._serial()
 
-            def probe(nbytes: int) -> float:
-                return self._call(adbsync.dry_run_push, self.client, serial, "/data/local/tmp/.hexbuild-link-probe", nbytes,
-                                  timeout=self.default_timeout)
+            def probe(data: bytes, level: int | None) -> float:
+                return self._call(adbsync.dry_run_push, self.client, serial, "/data/local/tmp/.hexbuild-link-probe", data,
+                                  timeout=self.default_timeout, zstd_level=level)
 
             self._wire = WirePolicy.for_features(self.features(), probe)
         return self._wire

@@ -15,6 +15,7 @@ from __future__ import annotations
 import struct
 import time
 from pathlib import Path
+import io
 from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
@@ -100,25 +101,31 @@ def push_many(client: AdbClient, serial: str, uploads: Iterable[Upload], *, time
     return wires
 
 
-def dry_run_push(client: AdbClient, serial: str, remote: str, nbytes: int, *, timeout: float) -> float:
-    """Seconds to push ``nbytes`` (zeros, raw) as a sync v2 dry run: the device reads and
-    discards them, so this measures the link and writes nothing (``sendrecv_v2_dry_run_send``)."""
+def dry_run_push(client: AdbClient, serial: str, remote: str, data: bytes, *, timeout: float,
+                 zstd_level: int | None = None) -> float:
+    """Seconds to push ``data`` as a sync v2 dry run (``sendrecv_v2_dry_run_send``): the device
+    reads it (and decodes it, with ``zstd_level``) and discards it, so this measures the whole
+    way a push goes — this machine's compression, the link, the device — and writes nothing."""
     t = time.perf_counter()
     with client.transport(serial, timeout) as c:
         c.request("sync:")
         path = remote.encode("utf-8")
-        c.send(b"SND2" + struct.pack("<I", len(path)) + path
-               + b"SND2" + struct.pack("<II", 0o100644, SYNC_FLAG_DRY_RUN))
-        packet = b"DATA" + struct.pack("<I", SYNC_DATA_MAX) + bytes(SYNC_DATA_MAX)
-        full, rest = divmod(nbytes, SYNC_DATA_MAX)
-        for i in range(0, full, SEND_BATCH):
-            c.send(packet * min(SEND_BATCH, full - i))
-        if rest:
-            c.send(b"DATA" + struct.pack("<I", rest) + bytes(rest))
+        flags = SYNC_FLAG_DRY_RUN | (SYNC_FLAG_ZSTD if zstd_level is not None else 0)
+        c.send(b"SND2" + struct.pack("<I", len(path)) + path + b"SND2" + struct.pack("<II", 0o100644, flags))
+        f = _Bytes(data)
+        blocks = _raw_blocks(f) if zstd_level is None else _zstd_blocks(f, zstd_level)
+        _send(c, blocks, timeout, None, lambda: None, raw=zstd_level is None)
         c.send(b"DONE" + struct.pack("<I", 0))
         sync_status(c)
         c.send(b"QUIT" + struct.pack("<I", 0))
     return time.perf_counter() - t
+
+
+class _Bytes(io.BytesIO):
+    """In-memory bytes that zstd_frame can size (it asks fstat of a file's descriptor)."""
+
+    def fileno(self) -> int:
+        raise OSError("in memory")
 
 
 def push_bytes(client: AdbClient, serial: str, data: bytes, remote: str, *, mode: int, timeout: float) -> None:
