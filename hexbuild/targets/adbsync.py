@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterable, Iterator
 from .adbproto import SYNC_DATA_MAX, AdbClient, AdbError, Conn
 
 SEND_BATCH = 16  # DATA packets per send (1 MiB): fewer system calls per byte
+IN_FLIGHT = 1  # files sent whose OKAY has not come back when the next one starts
 SYNC_FLAG_BROTLI, SYNC_FLAG_LZ4, SYNC_FLAG_ZSTD, SYNC_FLAG_DRY_RUN = 1, 2, 4, 0x8000_0000
 
 
@@ -78,7 +79,7 @@ def push_many(client: AdbClient, serial: str, uploads: Iterable[Upload], *, time
     with client.transport(serial, timeout) as c:
         c.request("sync:")
         for up in uploads:
-            while len(pending) > 1:
+            while len(pending) > IN_FLIGHT:
                 land(block=True)
             up.started = time.perf_counter()
             with open(up.local, "rb", buffering=0) as f:
