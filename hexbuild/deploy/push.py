@@ -47,11 +47,11 @@ def send(target: Target, root: str, rels: Sequence[str], want: dict[str, Package
     target.send_files([(want[rel].local, name, want[rel].mode) for rel, name in zip(travel, names)], progress,
                       on_sent)
     by_mode: dict[int, list[str]] = {}
-    for rel, name in sent.items():
+    for rel, name in sent.items():  # adbd makes an executable 0777 whatever SEND's mode says
         by_mode.setdefault(want[rel].mode, []).append(posixpath.relpath(name, root))
     target.chmod_in(root, by_mode)
     if twins:
-        target.link_files(root, root, twins)
+        target.link_files(root, root, twins, make_dirs=False)  # their directories hold the first names
         for src, rel in twins:
             sent[rel] = posixpath.join(root, rel)
             res.files_pushed += 1

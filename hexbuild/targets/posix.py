@@ -238,10 +238,11 @@ class ShellTarget(Target):
     def rename(self, src: str, dst: str) -> None:
         self.sh('mv -f "$1" "$2"', src, dst, what=f"renaming {src}")
 
-    def link_files(self, src_root: str, dst_root: str, pairs: Sequence[tuple[str, str]]) -> None:
+    def link_files(self, src_root: str, dst_root: str, pairs: Sequence[tuple[str, str]], *,
+                   make_dirs: bool = True) -> None:
         """Hard-link ``src_root/a`` to ``dst_root/b`` for each (a, b): unchanged files cost no
         bytes and no space in the new release."""
-        dirs = sorted({str(PurePosixPath(dst_root, b).parent) for _, b in pairs})
+        dirs = sorted({str(PurePosixPath(dst_root, b).parent) for _, b in pairs}) if make_dirs else []
         for chunk in batches(dirs):
             self.mkdirs(*chunk)
         flat = [p for pair in pairs for p in pair]
