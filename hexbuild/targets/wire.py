@@ -55,8 +55,8 @@ class Choice:
 
 @dataclass
 class WirePolicy:
-    """One device's choices for one run; ``probe(nbytes) -> seconds`` pushes ``nbytes`` as a
-    dry run (None when the device cannot)."""
+    """One device's choices for one run; ``probe(data, level) -> seconds`` pushes ``data`` as a
+    dry run, raw when ``level`` is None (no probe: the device cannot)."""
 
     zstd: bool
     probe: Callable[[bytes, int | None], float] | None = None  # (data, zstd level) -> seconds of a dry run
@@ -112,8 +112,8 @@ class WirePolicy:
             self.seen[compressed] = size / seconds
 
     def order(self, files: list[Path]) -> list[int]:
-        """The order to send ``files`` in: after a link measurement, smallest first, so the
-        first files show what compression achieves on this link before the large ones go."""
+        """The order to send ``files`` in: after a link measurement, smallest first, so that
+        whole files' times are known before the large ones go."""
         if self.link_rate is None:
             return list(range(len(files)))
         return sorted(range(len(files)), key=lambda i: _size(files[i]))
