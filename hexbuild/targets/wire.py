@@ -30,15 +30,15 @@ MIN_SAVING = 0.10  # a sample that shrinks less than this goes raw
 MIN_SIZE = 64 * 1024  # one DATA packet either way: nothing to win
 SAMPLE_SLICE = 128 * 1024  # three slices (start, middle, end) make a file's sample
 PROBE_BYTES = 1 << 20  # each of the two dry-run pushes that time the link
-# Above this raw rate a push goes raw. zstd level 1 runs at 300-430 MB/s on one idle core of
-# these machines and at a third of that on a busy one, and the compressed stream comes out no
-# faster than the compressor: measured on tbf-shaped links (benchmarks/deploy_link.py), it
-# beats raw at 40 MB/s (USB 2) and loses at 300 MB/s (USB 3). Estimating both speeds and
-# comparing them was tried first: under a load average of 8-12 on 2 cores the estimates (a
-# shaper's burst in a 1 MiB probe, compression speed on 128 KiB samples, dry runs of 2 MiB
-# both ways) were off by 2-3x and chose wrong at both rates; one threshold between the two
-# link classes, 3x from either, does not.
-FAST_LINK = 120e6
+# Above this raw rate (as the probe reads it) a push goes raw. zstd level 1 runs at 300-430 MB/s
+# on one idle core of these machines and at a third of that on a busy one, and the compressed
+# stream comes out no faster than the compressor: measured on tbf-shaped links
+# (benchmarks/deploy_link.py) it beats raw at 40 MB/s (USB 2) and loses at 300 MB/s (USB 3).
+# A 1 MiB probe, its round trip included, reads 33-39 MB/s on the first and 115-190 MB/s on
+# the second; this sits 2x from either. Estimating both speeds and comparing them was tried
+# first: under a load average of 8-12 on 2 cores the estimates (compression speed on 128 KiB
+# samples, dry runs of 2 MiB both ways) were off by 2-3x and chose wrong at both rates.
+FAST_LINK = 75e6
 PROBE_FROM = 16 << 20  # compressible bytes in a push before the probe pays for itself
 # whole files' times: compression is kept when its files go this much faster than raw ones
 MARGIN = 1.1
