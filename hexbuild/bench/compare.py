@@ -111,6 +111,7 @@ def compare(baseline: Side, candidate: Side, *, by: Sequence[str] = DEFAULT_BY,
     # different configurations, which would look like noise).
     full = tuple(dict.fromkeys((*by, *DEFAULT_BY)))
     base, cand = groups(baseline.rows, full), groups(candidate.rows, full)
+    bounds = {"baseline": _bounds(baseline.rows, by), "candidate": _bounds(candidate.rows, by)}
     per: dict[tuple, list[tuple[float, float, float, float, float, int, int]]] = {}
     for key in [k for k in base if k in cand]:
         b, c = base[key], cand[key]
@@ -133,7 +134,8 @@ def compare(baseline: Side, candidate: Side, *, by: Sequence[str] = DEFAULT_BY,
         rows.append({**dict(zip(by, key)), "baseline_ts": round(mb, 4), "candidate_ts": round(mc, 4),
                      "ratio": round(ratio, 4), "noise": round(noise, 4), "baseline_spread": round(sb, 4),
                      "candidate_spread": round(sc, 4), "baseline_n": sum(i[5] for i in items),
-                     "candidate_n": sum(i[6] for i in items), "configurations": len(items), "status": status})
+                     "candidate_n": sum(i[6] for i in items), "configurations": len(items), "status": status,
+                     **_roofline_cells(key, mb, mc, bounds)})
     base = {k[:len(by)]: v for k, v in base.items()}
     cand = {k[:len(by)]: v for k, v in cand.items()}
     only = {"baseline": [dict(zip(by, k)) for k in base if k not in cand],
@@ -148,15 +150,36 @@ def compare(baseline: Side, candidate: Side, *, by: Sequence[str] = DEFAULT_BY,
             "regressions": sum(r["status"] == "regression" for r in rows)}
 
 
+def _bounds(rows: list[dict[str, Any]], by: Sequence[str]) -> dict[tuple, float]:
+    """The memory roofline bound (t/s) of each group, from the rows' bytes_per_token and
+    peak_gbs (eval rows that bench gave a roofline)."""
+    found: dict[tuple, list[float]] = {}
+    for r in rows:
+        if r.get("bytes_per_token") and r.get("peak_gbs"):
+            found.setdefault(tuple(_key_value(r, k) for k in by), []).append(r["peak_gbs"] * 1e9 / r["bytes_per_token"])
+    return {k: statistics.median(v) for k, v in found.items()}
+
+
+def _roofline_cells(key: tuple, mb: float, mc: float, bounds: dict[str, dict[tuple, float]]) -> dict[str, Any]:
+    b, c = bounds["baseline"].get(key), bounds["candidate"].get(key)
+    return {"baseline_pct_of_bound": round(100 * mb / b, 2) if b else None,
+            "candidate_pct_of_bound": round(100 * mc / c, 2) if c else None}
+
+
 def markdown(result: dict[str, Any]) -> str:
     by = result["by"]
-    head = [*by, "baseline t/s", "candidate t/s", "speedup", "± noise", "status"]
+    roof = any(r.get("candidate_pct_of_bound") is not None for r in result["rows"])
+    head = [*by, "baseline t/s", "candidate t/s", "speedup", "± noise", "status"] + \
+        (["% of DRAM bound (baseline → candidate)"] if roof else [])
     lines = [f"Baseline **{result['baseline']}**, candidate **{result['candidate']}**", "",
              "| " + " | ".join(head) + " |", "|" + "|".join("---" if i < len(by) else "---:" for i in range(len(head))) + "|"]
     for r in result["rows"]:
         cells = [str(r[k]) for k in by] + [f"{r['baseline_ts']:.2f}", f"{r['candidate_ts']:.2f}",
                                              f"{r['ratio']:.3f}", f"{r['noise'] * 100:.1f}%",
                                              "**regression**" if r["status"] == "regression" else r["status"]]
+        if roof:
+            cells.append(" → ".join("-" if v is None else f"{v:.1f}%"
+                                    for v in (r.get("baseline_pct_of_bound"), r.get("candidate_pct_of_bound"))))
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     lines.append("")
     if result["geomean_ratio"] is not None:

@@ -50,8 +50,24 @@ COLUMNS = (
     ("avg_ts", "REAL NOT NULL"),          # tokens/s
     ("stddev_ts", "REAL"),
     ("hexbuild_version", "TEXT"),
+    # added in place (ADDED_COLUMNS): the memory roofline of an eval row (bench/roofline.py)
+    ("bytes_per_token", "INTEGER"),       # weights + KV cache one decode token reads
+    ("peak_gbs", "REAL"),                 # the device's peak DRAM bandwidth used for the bound
+    ("roofline_pct", "REAL"),             # avg_ts as a percentage of peak_gbs / bytes_per_token
 )
 NAMES = tuple(c for c, _ in COLUMNS)
+# Columns and tables added after schema 1 without changing what older readers find: they name
+# their columns, so a column or table they do not know is invisible to them. user_version only
+# counts changes that would break them.
+ADDED_COLUMNS = COLUMNS[-3:]
+ADDED_TABLES = (
+    # one `hexbuild bisect` (bisect/record.py): what was asked and how it ended
+    "CREATE TABLE IF NOT EXISTS bisects (id TEXT PRIMARY KEY, time TEXT NOT NULL, source TEXT NOT NULL, "
+    "status TEXT NOT NULL, request TEXT NOT NULL, result TEXT)",
+    # each step: a revision's verdict, its figures and where its bench rows are (bench_id)
+    "CREATE TABLE IF NOT EXISTS bisect_steps (bisect_id TEXT NOT NULL, step INTEGER NOT NULL, commit_sha TEXT NOT NULL, "
+    "verdict TEXT NOT NULL, reason TEXT, data TEXT NOT NULL, time TEXT NOT NULL, PRIMARY KEY (bisect_id, commit_sha))",
+)
 
 
 def default_path(results_dir: str | Path) -> Path:
@@ -89,7 +105,7 @@ def _migrate(conn: sqlite3.Connection, path: Path) -> None:
     if version > SCHEMA_VERSION:
         raise UsageError(f"{path} has benchmark schema {version}; this hexbuild knows up to {SCHEMA_VERSION}",
                          hint="upgrade hexbuild")
-    if version == SCHEMA_VERSION:
+    if version == SCHEMA_VERSION and not _additions_missing(conn):
         return
     conn.execute("BEGIN IMMEDIATE")
     try:
@@ -99,10 +115,22 @@ def _migrate(conn: sqlite3.Connection, path: Path) -> None:
             conn.execute("CREATE INDEX IF NOT EXISTS results_revision ON results (revision)")
             conn.execute("CREATE INDEX IF NOT EXISTS results_package ON results (package_sha256)")
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        have = {r[1] for r in conn.execute("PRAGMA table_info(results)")}
+        for name, kind in ADDED_COLUMNS:
+            if name not in have:
+                conn.execute(f"ALTER TABLE results ADD COLUMN {name} {kind}")
+        for statement in ADDED_TABLES:
+            conn.execute(statement)
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
         raise
+
+
+def _additions_missing(conn: sqlite3.Connection) -> bool:
+    have = {r[1] for r in conn.execute("PRAGMA table_info(results)")}
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    return any(n not in have for n, _ in ADDED_COLUMNS) or not {"bisects", "bisect_steps"} <= tables
 
 
 def append(path: str | Path, rows: Iterable[Mapping[str, Any]]) -> int:
@@ -229,9 +257,12 @@ class Recorder:
         self._ctx: dict[str, dict[str, Any]] = {}
         self._models: dict[tuple[str, str], str | None] = {}
 
-    def open_target(self, target: Any, dest: str) -> None:
-        if self.path is not None:
+    def open_target(self, target: Any, dest: str) -> dict[str, Any]:
+        """What is deployed and which device it is (also read without a database: the roofline
+        needs the SoC)."""
+        if target.spec not in self._ctx:
             self._ctx[target.spec] = target_context(target, dest)
+        return self._ctx[target.spec]
 
     def label(self, target: Any, invocation: Any, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The rows with what was measured: revision, package, toolchain, device, model hash."""

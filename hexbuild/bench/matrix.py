@@ -19,6 +19,7 @@ from typing import Any, Sequence
 
 from .. import runner
 from ..paths import atomic_write
+from . import roofline
 from .history import Recorder
 from ..errors import CpuFallback, EnvironmentMissing, HexbuildError, Interrupted, RemoteFailed, UsageError
 from ..ui import ui
@@ -46,6 +47,9 @@ class BenchRequest:
     allow_cpu_fallback: bool = False  # a run whose HTP sessions did not open still counts
     sessions_given: bool = True  # --ndev/--devices/run.ndev said how many: a CPU-only package is then exit 12
     db: str | None = None  # the history database; None: <results_dir>/bench.sqlite, "": none
+    gguf: list[str] = field(default_factory=list)  # local copies of the models, for the roofline
+    soc: str | None = None  # the SoC whose DRAM bounds decode (default: each device's own)
+    peak_gbs: float | None = None  # --peak-bandwidth: instead of the DRAM table's figure
 
 
 def int_list(text: str | None, what: str, *, minimum: int = 1, maximum: int | None = None) -> list[int]:
@@ -119,7 +123,7 @@ def summarize(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         values = [i["avg_ts"] for i in items]
         out.append({**dict(zip(CONFIG_KEYS, key[:-2])), "select": key[-2], "test": key[-1], "kind": items[0]["kind"],
                     "median_ts": statistics.median(values), "min_ts": min(values), "max_ts": max(values),
-                    "n": len(values)})
+                    "n": len(values), **{k: items[0].get(k, 0) for k in ("n_prompt", "n_gen", "n_depth")}})
     return out
 
 
@@ -142,20 +146,28 @@ def _varies(summary: Sequence[dict[str, Any]]) -> dict[str, bool]:
 
 
 def markdown(summary: Sequence[dict[str, Any]], failures: Sequence[dict[str, Any]] = ()) -> str:
+    from .roofline import markdown_notes
+
     tests = list(dict.fromkeys(s["test"] for s in summary))
-    configs: dict[tuple, dict[str, float]] = {}
+    bounded = [t for t in tests if any((s.get("roofline") or {}).get("percent") is not None
+                                       for s in summary if s["test"] == t)]
+    configs: dict[tuple, dict[str, Any]] = {}
     for s in summary:  # a device list shows in the ndev column
         key = tuple(s.get("select") or s[k] if k == "ndev" else s[k] for k in CONFIG_KEYS)
-        configs.setdefault(key, {})[s["test"]] = s["median_ts"]
-    head = ["target", "ndev", "model", "batch", "ubatch", "threads"] + [f"{t} t/s" for t in tests]
+        configs.setdefault(key, {})[s["test"]] = s
+    head = ["target", "ndev", "model", "batch", "ubatch", "threads"] + [f"{t} t/s" for t in tests] + \
+        [f"{t} % of DRAM bound" for t in bounded]
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" if i < 3 else "---:" for i in range(len(head))) + "|"]
     for key, values in configs.items():
-        cells = [str(v) for v in key] + [f"{values[t]:.2f}" if t in values else "" for t in tests]
+        pct = [(values.get(t, {}).get("roofline") or {}).get("percent") for t in bounded]
+        cells = [str(v) for v in key] + [f"{values[t]['median_ts']:.2f}" if t in values else "" for t in tests] + \
+            ["" if v is None else f"{v:.1f}%" for v in pct]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     text = "\n".join(lines) + "\n"
     if summary:
         n = max(s["n"] for s in summary)
         text += f"\nMedian of {n} run(s) per configuration (tokens/s, higher is better).\n"
+        text += markdown_notes(summary)
     for f in failures:
         text += f"\n**failed**: {f['target']} ndev {f['ndev']} {f['model']} run {f['rep']}: exit {f['exit_code']} ({f['log']})\n"
     return text
@@ -197,8 +209,9 @@ def chart_png(summary: Sequence[dict[str, Any]], title: str) -> bytes:
         ax.set_title(heading + (f": {items[0]['test']}" if one_test and items else ""), fontsize=10)
         ax.grid(axis="x", alpha=0.3)
         for bar, s in zip(bars, items):  # the label right of the whisker, not on it
-            ax.text(s["max_ts"], bar.get_y() + bar.get_height() / 2, f"  {s['median_ts']:.1f}", va="center",
-                    fontsize=7)
+            pct = (s.get("roofline") or {}).get("percent")
+            label = f"  {s['median_ts']:.1f}" + (f" ({pct:.1f}% of DRAM bound)" if pct is not None else "")
+            ax.text(s["max_ts"], bar.get_y() + bar.get_height() / 2, label, va="center", fontsize=7)
         ax.margins(x=0.18)
     n = max(s["n"] for s in summary)
     if not multi["model"]:
@@ -238,7 +251,7 @@ def plan(req: BenchRequest, settings) -> list[_Planned]:
     return planned
 
 
-def _run_once(target, p: _Planned, rep: int, req: BenchRequest, logs: Path) -> tuple[dict[str, Any], list]:
+def run_once(target, p: _Planned, rep: int, req: BenchRequest, logs: Path) -> tuple[dict[str, Any], list]:
     """One llama-bench run: its record for results.json and the JSONL rows it printed."""
     sel = f"dev{runner._slug(p.select)}" if p.select else f"ndev{p.ndev}"
     stem = f"{runner._slug(p.target)}-{sel}-{runner._slug(p.model)}-r{rep}"
@@ -279,15 +292,16 @@ def run(req: BenchRequest, settings) -> dict[str, Any]:
     failures: list[dict[str, Any]] = []
     total, done = len(planned) * req.repeat, 0
     recorder = Recorder(req.db, settings["run.results_dir"])
+    socs: dict[str, str | None] = {}
     try:
         for spec in req.targets:
             with runner.open_target(spec, settings) as target:
-                recorder.open_target(target, req.dest)
+                socs[spec] = req.soc or recorder.open_target(target, req.dest).get("device_soc")
                 for p in (p for p in planned if p.target == spec):
                     for rep in range(1, req.repeat + 1):
                         done += 1
                         ui.info(f"[{done}/{total}] {spec}: ndev {p.ndev}, {p.model}, run {rep}/{req.repeat}")
-                        info, got = _run_once(target, p, rep, req, logs)
+                        info, got = run_once(target, p, rep, req, logs)
                         runs.append(info)
                         rows += recorder.label(target, p.invocation, got)
                         if not got:
@@ -301,6 +315,7 @@ def run(req: BenchRequest, settings) -> dict[str, Any]:
             recorder.save(rows)
         raise
     summary = summarize(rows)
+    roofline.attach(summary, rows, socs=socs, gguf=req.gguf, peak_gbs=req.peak_gbs)
     files = write_outputs(out, req, rows, runs, summary, failures, recorder)
     saved = recorder.save(rows)
     result = {"schema": SCHEMA, "out": str(out), "files": files, "results": summary,

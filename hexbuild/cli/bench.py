@@ -27,6 +27,9 @@ def bench_command(
     allow_cpu_fallback: bool = typer.Option(False, "--allow-cpu-fallback",
                                             help="Keep runs whose HTP sessions did not open (else exit 12)."),
     db: Optional[str] = typer.Option(None, "--db", metavar="FILE", help="History database the rows are appended to (default: <run.results_dir>/bench.sqlite; '' for none)."),
+    gguf: Optional[List[str]] = typer.Option(None, "--gguf", metavar="FILE", help="A local copy of a model, for the memory roofline (repeatable; matched by file name; default: --model when it is a local file)."),
+    soc: Optional[str] = typer.Option(None, "--soc", metavar="MODEL", help="The SoC whose DRAM bounds decode, e.g. SM8650 (default: each device's own)."),
+    peak_bandwidth: Optional[float] = typer.Option(None, "--peak-bandwidth", metavar="GB/S", min=0.001, help="Peak DRAM bandwidth for the roofline, instead of hexbuild's table."),
 ) -> None:
     """Benchmark llama-bench over targets, session counts, models and batch sizes.
 
@@ -34,7 +37,9 @@ def bench_command(
     --repeat times each; writes results.json, results.csv, results.md and results.png (median
     prompt and generation tokens/s per configuration), and appends the table to
     $GITHUB_STEP_SUMMARY when set. Every result row is also appended to the history database
-    (--db), for `hexbuild bench compare`. Arguments after -- go to llama-bench."""
+    (--db), for `hexbuild bench compare`. Decode figures are also given as a share of the device's
+    memory roofline (peak DRAM bandwidth / bytes read per token), with the bandwidth's source.
+    Arguments after -- go to llama-bench."""
     from ..bench import matrix as bench
     from ..ui import ui
 
@@ -50,8 +55,8 @@ def bench_command(
         batch=bench.int_list(batch, "--batch"),
         repeat=repeat, knobs=ctx.meta.get("hexbuild.knobs", []), extra=ctx.meta.get("hexbuild.extra", []),
         dest=s["deploy.dest"], models_dir=s["deploy.models_dir"], out=out or "", timeout=timeout, db=db,
-        allow_cpu_fallback=allow_cpu_fallback,
-        sessions_given=bool(ndev or devices or s["run.ndev"]))
+        allow_cpu_fallback=allow_cpu_fallback, sessions_given=bool(ndev or devices or s["run.ndev"]),
+        gguf=list(gguf or []), soc=soc, peak_gbs=peak_bandwidth)
     result = bench.run(req, s)
     ui.info(f"results in {result['out']}")
     ui.result(result, bench.markdown(result["results"]))

@@ -69,6 +69,9 @@ def run_command(
                                             help="A run whose HTP sessions did not open is a warning, not exit 12."),
     sysroot: Optional[str] = typer.Option(None, "--sysroot", metavar="DIR",
                                           help="AArch64 glibc runtime for a qemu: target (default: the open toolchain image's)."),
+    gguf: Optional[str] = typer.Option(None, "--gguf", metavar="FILE", help="A local copy of the model, for the memory roofline (default: --model when it is a local file)."),
+    soc: Optional[str] = typer.Option(None, "--soc", metavar="MODEL", help="The SoC whose DRAM bounds decode, e.g. SM8650 (default: the device's)."),
+    peak_bandwidth: Optional[float] = typer.Option(None, "--peak-bandwidth", metavar="GB/S", min=0.001, help="Peak DRAM bandwidth for the roofline, instead of hexbuild's table."),
 ) -> None:
     """Run a llama.cpp tool on a target in the deployed revision's vocabulary.
 
@@ -102,10 +105,32 @@ def run_command(
         ui.result({"target": req.target, **inv.to_json()}, inv.command_line())
         return
     record = runner.run(req, s)
-    ui.result(record.to_json())
+    doc = record.to_json()
+    roof = _roofline(record, req, s, gguf=gguf, soc=soc, peak_bandwidth=peak_bandwidth)
+    if roof is not None:
+        doc["roofline"] = roof
+    ui.result(doc)
     if record.exit_code:
         raise typer.Exit(record.exit_code)
     runner.check_dispatch(record, allow_cpu_fallback=allow_cpu_fallback)
+
+
+def _roofline(record: Any, req: Any, s: Any, *, gguf: Optional[str], soc: Optional[str],
+              peak_bandwidth: Optional[float]) -> Optional[dict]:
+    """The decode figure against the device's DRAM bound, said in one line (stderr) and returned
+    for the JSON record; None when the run printed no decode figure."""
+    from ..bench import roofline
+    from ..ui import ui
+
+    if not ((record.results or {}).get("perf") or {}).get("eval"):
+        return None
+    if not soc and (gguf or roofline.local_model(req.model, None)):
+        soc = roofline.device_soc(req.target, s, req.dest)
+    roof = roofline.for_run(record.results, model=req.model, gguf=gguf, soc=soc, peak_gbs=peak_bandwidth)
+    if roof is not None:
+        tps = record.results["perf"]["eval"].get("tokens_per_second")
+        ui.info(f"decode {tps} t/s: {roofline.summary_line(roof['decode'])}")
+    return roof
 
 
 def register(app: typer.Typer) -> None:

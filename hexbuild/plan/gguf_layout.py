@@ -50,6 +50,10 @@ class ModelLayout:
 _SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
 _STRING, _ARRAY = 8, 9
 _KEEP_KEYS = ("general.architecture", "general.alignment", "split.count")
+# Per-architecture keys (``llama.block_count``) kept by their last part; the roofline needs the
+# attention shape and the expert counts besides the plan's block count.
+_KEEP_SUFFIXES = (".block_count", ".embedding_length", ".attention.head_count", ".attention.head_count_kv",
+                  ".attention.key_length", ".attention.value_length", ".expert_count", ".expert_used_count")
 
 
 @dataclass
@@ -132,7 +136,7 @@ def read_gguf_header(path: Path) -> GGUFHeader:
         fields: dict[str, Any] = {}
         for _ in range(n_kv):
             key = cur.string()
-            keep = key in _KEEP_KEYS or key.endswith(".block_count")
+            keep = key in _KEEP_KEYS or key.endswith(_KEEP_SUFFIXES)
             value = cur.value(cur.scalar("I"), keep)
             if keep:
                 fields[key] = value
