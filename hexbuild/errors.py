@@ -24,6 +24,7 @@ REGRESSION = 11
 CPU_FALLBACK = 12
 TESTS_FAILED = 13
 DEVICE_LOST = 14
+BISECT_UNDECIDED = 15
 INTERRUPTED = 130
 
 EXIT_CODES: dict[int, str] = {
@@ -44,6 +45,8 @@ EXIT_CODES: dict[int, str] = {
     TESTS_FAILED: "`hexbuild test` found a failure: an op case failed, nothing was tested, or the perplexity "
                   "on the NPU is off the CPU's",
     DEVICE_LOST: "the device, or the connection to it, went away while serving (the forward is removed)",
+    BISECT_UNDECIDED: "bisect named no single first bad commit: skipped revisions leave several, the bad revision "
+                      "measured good, or the good one failed the gate",
     INTERRUPTED: "interrupted (Ctrl-C or SIGTERM); containers and partial files were cleaned up",
 }
 
@@ -143,3 +146,10 @@ class DeviceLost(HexbuildError):
 
     exit_code = DEVICE_LOST
     kind = "device-lost"
+
+
+class BisectUndecided(HexbuildError):
+    """hexbuild bisect ended without one first bad commit (the result says why and what is left)."""
+
+    exit_code = BISECT_UNDECIDED
+    kind = "bisect"

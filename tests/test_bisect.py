@@ -1,0 +1,207 @@
+"""hexbuild bisect end to end on real parts: a git history made here from the llama-mini fixture tree,
+each revision built in the test toolchain image on the test Docker engine (the kept build
+directory and ccache: only what changed is rebuilt), deployed to a qemu: target and measured with
+the tree's own stand-in llama-bench under qemu-aarch64 (tests/bisect_repo.py plants a slowdown in
+its ggml kernel). The search, the noise rule and the history records are also checked alone."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from hexbuild.bisect.measure import Figures, decide, median_interval
+from hexbuild.bisect.search import BAD, GOOD, SKIP, Search, expected_steps
+from tests import bisect_repo as br
+from tests.infra.tiny_model import write_tiny_gguf
+
+SYSROOT = "/usr/aarch64-linux-gnu"
+# tokens/s under qemu on a shared machine scatter by tens of percent; the planted slowdown is
+# well over 2x, so the threshold sits between the two with room for the noise on both sides.
+THRESHOLD = "0.6"
+
+
+# -- the search and the noise rule, alone --------------------------------------------------------
+def test_search_takes_ceil_log2_n_plus_one_steps_and_steps_around_skips():
+    for n in range(2, 40):
+        for first_bad in range(1, n):
+            s, steps = Search(n), 0
+            while (i := s.next()) is not None:
+                steps += 1
+                s.set(i, BAD if i >= first_bad else GOOD)
+            assert s.first_bad() == first_bad and steps <= expected_steps(n), (n, first_bad)
+    assert [expected_steps(n) for n in (2, 3, 4, 5, 8, 9)] == [2, 3, 3, 4, 4, 5]
+    s = Search(6)
+    for i, v in ((0, GOOD), (5, BAD), (2, SKIP), (1, GOOD), (3, SKIP), (4, BAD)):
+        s.set(i, v)
+    assert s.done() and s.first_bad() is None and s.suspects() == [2, 3, 4]
+    s = Search(3)
+    for i in (0, 2, 1):
+        s.set(i, GOOD)
+    assert s.done() and s.first_bad() is None  # the bad end measured good: no regression
+
+
+def test_noise_decides_from_the_paired_runs_or_leaves_the_step_open():
+    good = Figures([100.0, 150.0, 98.0, 101.0, 99.0])  # the machine got faster for a moment: both sides moved
+    assert decide(good, Figures([50.0, 76.0, 49.0, 51.0, 50.0]), 0.95)[0] == BAD
+    assert decide(good, Figures([99.0, 149.0, 99.0, 101.0, 98.0]), 0.95)[0] == GOOD
+    verdict, ratio, interval = decide(good, Figures([93.0, 150.0, 96.0, 100.0, 99.0]), 0.95)  # 0.93 .. 1.0
+    assert verdict is None and ratio == pytest.approx(100 / 101) and interval == pytest.approx((0.93, 1.0))
+    # one disturbed pair in eight does not block a verdict: the interval drops the extremes
+    this = Figures([50.0] * 7 + [140.0])
+    assert decide(Figures([100.0] * 8), this, 0.95)[0] == BAD
+    assert median_interval([5, 1, 4, 2, 3]) == (1, 5)
+    assert median_interval(list(range(1, 9))) == (2, 7) and median_interval(list(range(1, 12))) == (3, 9)
+
+
+# -- real builds -------------------------------------------------------------------------------------
+@pytest.fixture
+def bisect_env(tmp_path, docker_host, toolchain_images, monkeypatch):
+    """The environment a user's shell would have: the test engine, the sysroot for qemu:, and a
+    cache of its own (the bisect's worktree and kept build directory live there)."""
+    env = {"DOCKER_HOST": docker_host, "HEXBUILD_LINUX_SYSROOT": SYSROOT, "XDG_CACHE_HOME": str(tmp_path / "xdg"),
+           "HEXBUILD_RUN_RESULTS_DIR": str(tmp_path / "results")}
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    return env
+
+
+def bisect_args(repo: Path, tmp_path: Path, good: str, bad: str, *more: str) -> list[str]:
+    model = tmp_path / "tiny.gguf"
+    if not model.exists():
+        write_tiny_gguf(model)
+    return ["bisect", "--source", str(repo), "--good", good, "--bad", bad, "-t", f"qemu:{tmp_path}/dev",
+            "--model", str(model), "--models-dir", str(tmp_path / "models"), "--os", "linux", "--htp", "v73",
+            "--threshold", THRESHOLD, "--reps", "12", "--db", str(tmp_path / "bench.sqlite"), *more,
+            "--", "-n", "16"]
+
+
+def test_bisect_finds_the_planted_slowdown_and_skips_a_commit_that_does_not_compile(cli, tmp_path, bisect_env):
+    repo = br.new_repo(tmp_path)
+    shas = [br.git(repo, "rev-parse", "HEAD"), br.touch_readme(repo, "one"), br.break_build(repo),
+            br.fix_build(repo), br.plant_slowdown(repo), br.touch_readme(repo, "two"), br.touch_readme(repo, "three")]
+    before = br.tree_digest(repo)
+    r = cli("--json", *bisect_args(repo, tmp_path, shas[0], "HEAD", "--out", str(tmp_path / "out")))
+    assert r.rc == 0, r.err
+    doc = r.json
+    assert doc["status"] == "found" and doc["first_bad"]["commit"] == shas[4]
+    assert doc["first_bad"]["subject"] == "ggml: recompute the Q4_0 x Q8_0 dot product (slow)"
+    assert doc["last_good"]["commit"] == shas[3] and doc["revisions"] == 7
+    # both sides measured, and far apart
+    assert doc["first_bad"]["median"] < 0.6 * doc["last_good"]["median"]
+    assert doc["first_bad"]["interval"][1] < float(THRESHOLD) and doc["first_bad"]["n"] >= 5
+    # the baseline, then ceil(log2 7) = 3 steps, plus the one revision that does not compile
+    verdicts = {s["commit"]: s["verdict"] for s in doc["steps"]}
+    assert verdicts[shas[2]] == SKIP and doc["skipped"] == 1
+    skip = next(s for s in doc["steps"] if s["verdict"] == SKIP)
+    assert skip["reason"].startswith("does not build: ") and "llama.c" in skip["reason"] + json.dumps(skip)
+    assert doc["steps_taken"] == expected_steps(7) + 1 == 5
+    assert br.tree_digest(repo) == before  # the checkout, .git included, byte for byte
+    assert not list((tmp_path / "xdg" / "hexbuild" / "bisect").glob("*/worktree"))
+    # every run is in the history, labelled with the revision that was built
+    db = sqlite3.connect(tmp_path / "bench.sqlite")
+    rows = db.execute("SELECT bench_id, revision, kind FROM results").fetchall()
+    measured = [s for s in doc["steps"] if s["verdict"] != SKIP]
+    # each revision's runs, and the good revision's runs paired with them (after the baseline)
+    assert {b for b, _, _ in rows} == {s["bench_id"] for s in measured} | \
+        {s["bench_id"] + "-good" for s in measured if s["index"]}
+    for s in measured:
+        revs = {rev for b, rev, _ in rows if b == s["bench_id"]}
+        assert revs == {s["commit"][:7]}, (revs, s["commit"])  # git describe --always of that commit
+        if s["index"]:
+            assert {rev for b, rev, _ in rows if b == s["bench_id"] + "-good"} == {shas[0][:7]}
+            assert s["good"]["n"] == s["n"]  # one good run beside each run
+    assert db.execute("SELECT status FROM bisects").fetchall() == [("done",)]
+    assert len(db.execute("SELECT * FROM bisect_steps").fetchall()) == 5
+    out = tmp_path / "out"
+    assert (out / "bisect.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    md = (out / "bisect.md").read_text()
+    assert shas[4][:12] in md and "does not build" in md
+    # only what changed was rebuilt: a step after the first is an incremental build
+    log = max(Path(tmp_path / "xdg").rglob("hexbuild-build.log"), key=lambda p: p.stat().st_mtime).read_text()
+    assert "Building C object tools/" not in log.split("+ cmake --build", 1)[1].split("+ cmake --install")[0]
+
+
+def test_ctrl_c_removes_the_worktree_and_resume_finishes_from_the_history(tmp_path, bisect_env):
+    repo = br.new_repo(tmp_path)
+    shas = [br.git(repo, "rev-parse", "HEAD"), br.touch_readme(repo, "one"), br.plant_slowdown(repo),
+            br.touch_readme(repo, "two"), br.touch_readme(repo, "three")]
+    before = br.tree_digest(repo)
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith(("HEXBUILD_", "DOCKER_"))}, **bisect_env}
+    argv = [sys.executable, "-m", "hexbuild", *bisect_args(repo, tmp_path, shas[0], shas[-1])]
+    proc = subprocess.Popen(argv, env=env, cwd="/", stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    worktrees = tmp_path / "xdg" / "hexbuild" / "bisect"
+    try:
+        deadline = time.monotonic() + 240
+        # Ctrl-C while the second step (after the baseline) is being built or measured
+        while True:
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the bisect did not reach its second step"
+            db = tmp_path / "bench.sqlite"
+            if db.exists():
+                try:
+                    done = sqlite3.connect(db).execute("SELECT count(*) FROM bisect_steps").fetchone()[0]
+                except sqlite3.OperationalError:
+                    done = 0
+                if done >= 1:
+                    break
+            time.sleep(0.1)
+        time.sleep(1.0)
+        assert list(worktrees.glob("*/worktree"))
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "--resume" in err and "Traceback" not in err
+    assert not list(worktrees.glob("*/worktree")) and br.tree_digest(repo) == before
+    assert [s for (s,) in sqlite3.connect(tmp_path / "bench.sqlite").execute("SELECT status FROM bisects")] == \
+        ["interrupted"]
+
+    cp = subprocess.run([sys.executable, "-m", "hexbuild", "--json", "bisect", "--resume", "--source", str(repo),
+                         "--db", str(tmp_path / "bench.sqlite")], env=env, cwd="/", capture_output=True, text=True,
+                        timeout=600)
+    assert cp.returncode == 0, cp.stderr
+    doc = json.loads(cp.stdout)
+    assert doc["status"] == "found" and doc["first_bad"]["commit"] == shas[2]
+    assert "resuming bisect" in cp.stderr and doc["skipped"] == 0
+    # over both runs: the baseline and ceil(log2 5) = 3 steps, each revision measured once
+    assert doc["steps_taken"] <= expected_steps(5) == 4
+    assert len({s["commit"] for s in doc["steps"]}) == doc["steps_taken"]
+    assert br.tree_digest(repo) == before and not list(worktrees.glob("*/worktree"))
+    cp = subprocess.run([sys.executable, "-m", "hexbuild", "bisect", "--resume", "--source", str(repo), "--db",
+                         str(tmp_path / "bench.sqlite")], env=env, cwd="/", capture_output=True, text=True, timeout=60)
+    assert cp.returncode == 2 and "nothing to resume" in cp.stderr
+
+
+@pytest.mark.parametrize("what", ["not-a-checkout", "good-after-bad", "unknown-rev", "resume-nothing", "no-target"])
+def test_bad_input_is_one_line_and_exit_2(cli, tmp_path, what, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    repo = br.new_repo(tmp_path)
+    first, second = br.git(repo, "rev-parse", "HEAD"), br.touch_readme(repo, "one")
+    base = ["bisect", "--source", str(repo), "-t", f"local:{tmp_path}/dev", "--model", "m.gguf",
+            "--db", str(tmp_path / "b.sqlite")]
+    argv, expect = {
+        "not-a-checkout": (["bisect", "--source", str(tmp_path / "results"), "--good", "a", "--bad", "b", "-t", "local:x",
+                            "--model", "m"], "is not a git checkout"),
+        "good-after-bad": ([*base, "--good", second, "--bad", first], "is not an ancestor of --bad"),
+        "unknown-rev": ([*base, "--good", "v99.99", "--bad", second], "'v99.99' is not a commit"),
+        "resume-nothing": (["bisect", "--resume", "--source", str(repo), "--db", str(tmp_path / "b.sqlite")],
+                           "nothing to resume"),
+        "no-target": (["bisect", "--source", str(repo), "--good", first, "--bad", second, "--model", "m"], "no target"),
+    }[what]
+    (tmp_path / "results").mkdir(exist_ok=True)
+    before = br.tree_digest(repo)
+    r = cli(*argv)
+    assert r.rc == 2, r.err
+    assert expect in r.err and "Traceback" not in r.err
+    assert len([line for line in r.err.splitlines() if line.startswith("hexbuild: error")]) == 1
+    assert br.tree_digest(repo) == before
