@@ -146,6 +146,7 @@ class _Stepper:
         self.good_package: Path | None = None  # a copy of the good revision's package (perf metrics)
         self.good_dest: str | None = None
         self.good_revision: str | None = None
+        self.compiled: list[str] = []
         local = Path(req.model).expanduser() if req.model else None
         self.local_model = local if local is not None and local.is_file() else None
         model = self.local_model.name if self.local_model else req.model
@@ -173,7 +174,7 @@ class _Stepper:
             if index == 0:
                 raise
             return self._skip(st, self._build_failure(e, st), build_s=time.monotonic() - t0)
-        st.update(build_s=round(time.monotonic() - t0, 3), build_status=build_status)
+        st.update(build_s=round(time.monotonic() - t0, 3), build_status=build_status, compiled=self.compiled)
         if index == 0 and isinstance(self.job, PerfJob) and self.good_package is not None:
             _copy_package(package, self.good_package)
         if index == 0:
@@ -232,6 +233,7 @@ class _Stepper:
         plan = plan_build(options)
         ws.use_build_dir(plan.build_dir)
         result = run_build(options)
+        self.compiled = _compiled(Path(result.log)) if result.status == "ok" else []
         try:
             manifest = json.loads((Path(result.package) / "manifest.json").read_text("utf-8"))
             revision = (manifest.get("llama_cpp") or {}).get("revision")
@@ -299,6 +301,18 @@ def _result(req: BisectRequest, bisect_id: str, repo: Repo, commits: list[Commit
                                                   "verdict": search.verdicts.get(i, "untested")}
                                                  for i in search.suspects()])
     return doc
+
+
+def _compiled(log: Path) -> list[str]:
+    """The objects a build compiled (ninja's "Building C/CXX object" lines): what a step cost."""
+    import re
+
+    try:
+        text = log.read_text("utf-8", "replace")
+    except OSError:
+        return []
+    build = text.split("+ cmake --build", 1)[-1].split("+ cmake --install", 1)[0]
+    return re.findall(r"Building (?:C|CXX|ASM) object (\S+)", build)
 
 
 def _copy_package(package: Path, to: Path) -> None:

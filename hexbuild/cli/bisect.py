@@ -34,6 +34,7 @@ def bisect_command(
     build_type: Optional[str] = typer.Option(None, "--build-type", help="Build: release, debug or relwithdebinfo."),
     cache_volume: Optional[str] = typer.Option(None, "--cache-volume", metavar="NAME|DIR", help="Build: the compiler cache every step shares."),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="Build: parallel compile jobs."),
+    cmake_arg: Optional[List[str]] = typer.Option(None, "--cmake-arg", help="Build: an extra cmake configure argument (repeatable)."),
     dest: Optional[str] = typer.Option(None, "--dest", help="Install directory on the target (default: deploy.dest)."),
     models_dir: Optional[str] = typer.Option(None, "--models-dir", help="Models directory on the target."),
     timeout: Optional[float] = typer.Option(None, "--timeout", min=1, help="Seconds allowed for one run on the device."),
@@ -58,7 +59,8 @@ def bisect_command(
     build = {k: v for k, v in {
         "build.os": os_name, "build.toolchain": toolchain, "build.htp": htp or None,
         "build.build_targets": build_target or None, "build.build_type": build_type,
-        "build.cache_volume": cache_volume, "build.jobs": jobs}.items() if v is not None}
+        "build.cache_volume": cache_volume, "build.jobs": jobs, "build.cmake_args": cmake_arg or None}.items()
+        if v is not None}
     if resume and (good or bad or build):
         raise UsageError("--resume continues with the interrupted bisect's own options; drop --good, --bad and "
                          "the build options")
