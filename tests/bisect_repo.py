@@ -1,7 +1,8 @@
 """Git histories for the bisect tests and benchmark, made from the llama-mini fixture tree: the
 first commit gives the tree a stand-in llama-bench (tests/data/bisect/bench.c) that times ggml's
-Q4_0 x Q8_0 dot product, later commits change a README, break the build, or plant a slowdown in
-that kernel (it does the work SLOWDOWN times over)."""
+Q4_0 x Q8_0 dot product and a stand-in test-backend-ops (tests/data/bisect/test-backend-ops.c)
+that checks it against a reference; later commits change a README, break the build, plant a
+slowdown in that kernel (it does the work SLOWDOWN times over) or a wrong result."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 FIXTURE = REPO / "tests" / "fixtures" / "llama-mini"
 BENCH_C = REPO / "tests" / "data" / "bisect" / "bench.c"
+OPS_C = REPO / "tests" / "data" / "bisect" / "test-backend-ops.c"
 SLOWDOWN = 4
 KERNEL = "ggml/src/ggml.c"
 GIT_ENV = {"GIT_AUTHOR_NAME": "hexbuild test", "GIT_AUTHOR_EMAIL": "test@hexbuild.invalid",
@@ -37,6 +39,10 @@ def new_repo(root: Path) -> Path:
     repo = root / "llama-mini"
     shutil.copytree(FIXTURE, repo)
     shutil.copyfile(BENCH_C, repo / "tools" / "bench" / "bench.c")
+    (repo / "tools" / "test-backend-ops").mkdir()
+    shutil.copyfile(OPS_C, repo / "tools" / "test-backend-ops" / "test-backend-ops.c")
+    with open(repo / "tools" / "CMakeLists.txt", "a") as f:
+        f.write("llama_tool(test-backend-ops test-backend-ops/test-backend-ops.c)\n")
     (repo / ".gitignore").write_text("/build*\n/pkg*\n")
     git(repo, "init", "-q", "-b", "master")
     commit(repo, "llama-mini with a timed llama-bench")
@@ -63,6 +69,16 @@ def plant_slowdown(repo: Path) -> str:
                         "        sum += ggml_fp16_to_fp32(x[b].d) * ggml_fp16_to_fp32(y[b].d) * (float) acc;\n    }\n    }")
     path.write_text(text)
     return commit(repo, "ggml: recompute the Q4_0 x Q8_0 dot product (slow)")
+
+
+def plant_wrong_result(repo: Path) -> str:
+    """The dot product dequantizes the low nibbles with the wrong offset."""
+    path = repo / KERNEL
+    text = path.read_text()
+    old = "const int w0 = (x[b].qs[i] & 0x0f) - 8;"
+    assert old in text
+    path.write_text(text.replace(old, "const int w0 = (x[b].qs[i] & 0x0f) - 7;"))
+    return commit(repo, "ggml: an off-by-one in the Q4_0 dequantization")
 
 
 def break_build(repo: Path) -> str:

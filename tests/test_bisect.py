@@ -185,6 +185,24 @@ def test_ctrl_c_removes_the_worktree_and_resume_finishes_from_the_history(tmp_pa
     assert cp.returncode == 2 and "nothing to resume" in cp.stderr
 
 
+def test_bisect_on_the_ops_gate_finds_the_commit_that_made_a_result_wrong(cli, tmp_path, bisect_env):
+    repo = br.new_repo(tmp_path)
+    shas = [br.git(repo, "rev-parse", "HEAD"), br.touch_readme(repo, "one"), br.plant_wrong_result(repo),
+            br.touch_readme(repo, "two")]
+    before = br.tree_digest(repo)
+    r = cli("--json", "bisect", "--source", str(repo), "--good", shas[0], "--bad", shas[-1], "-t",
+            f"qemu:{tmp_path}/dev", "--metric", "ops", "--os", "linux", "--htp", "v73", "--db",
+            str(tmp_path / "bench.sqlite"), "--out", str(tmp_path / "out"))
+    assert r.rc == 0, r.err
+    doc = r.json
+    assert doc["status"] == "found" and doc["first_bad"]["commit"] == shas[2]
+    assert doc["first_bad"]["failed"] > 0 and doc["last_good"]["failed"] == 0 and doc["last_good"]["passed"] == 8
+    assert "MUL_MAT(type_a=q4_0" in doc["first_bad"]["reason"]
+    assert doc["steps_taken"] <= expected_steps(4) == 3
+    assert json.loads(Path(doc["first_bad"]["results"]).read_text())["ok"] is False  # test ops' own results.json
+    assert br.tree_digest(repo) == before
+
+
 @pytest.mark.parametrize("what", ["not-a-checkout", "good-after-bad", "unknown-rev", "resume-nothing", "no-target"])
 def test_bad_input_is_one_line_and_exit_2(cli, tmp_path, what, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))

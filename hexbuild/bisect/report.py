@@ -39,7 +39,7 @@ def headline(doc: dict[str, Any]) -> str:
               f"(at most {doc['expected_steps']} without skips), {doc['skipped']} skipped")
     if doc["status"] == "found":
         fb, lg = doc["first_bad"], doc["last_good"]
-        ratio = f", {fb['ratio']:.3f}x the baseline" if fb.get("ratio") is not None else ""
+        ratio = f", {fb['ratio']:.3f}x the good revision beside it" if fb.get("ratio") is not None else ""
         return (f"first bad commit: {fb['short']} {fb['subject']}\n"
                 f"  {doc['metric']}: {_fig(fb, unit)}{ratio}\n"
                 f"  last good {lg['short']} {lg['subject']}: {_fig(lg, unit)}\n  {counts}")
@@ -69,7 +69,10 @@ def markdown(doc: dict[str, Any]) -> str:
 
 
 def chart_png(doc: dict[str, Any]) -> bytes:
-    """The metric of each tested commit in history order; colours: good, bad, skip."""
+    """Each tested commit in history order. eval/prompt: its figure as a ratio of the good
+    revision's runs beside it (the verdict's own measure: drift between steps cancels), with the
+    ratio's interval and each step's t/s written by it; ops/ppl: the gate's figure. Colours:
+    good, bad, skip (a dotted line)."""
     from ..results.chart import png, pyplot
 
     plt = pyplot()
@@ -78,28 +81,37 @@ def chart_png(doc: dict[str, Any]) -> bytes:
     fig, ax = plt.subplots(figsize=(max(6, 0.7 * doc["revisions"] + 2), 4))
     perf = doc["metric"] in ("eval", "prompt")
     for s in steps:
-        y = s.get("median") if perf else (s.get("failed") if s.get("failed") is not None else s.get("relative_diff"))
+        if perf:
+            y = 1.0 if s["index"] == 0 and s["verdict"] == "good" else s.get("ratio")
+        else:
+            y = s.get("failed") if s.get("failed") is not None else s.get("relative_diff")
         if y is None:
             ax.axvline(s["index"], color=colours["skip"], linestyle=":", linewidth=1)
             continue
         err = None
-        if perf and s.get("values"):
-            err = [[y - min(s["values"])], [max(s["values"]) - y]]
+        if perf and s.get("interval"):
+            err = [[y - s["interval"][0]], [s["interval"][1] - y]]
         ax.errorbar([s["index"]], [y], yerr=err, fmt="o", color=colours[s["verdict"]], capsize=3)
-    if perf and doc.get("baseline", {}).get("median"):
-        base = doc["baseline"]["median"]
-        ax.axhline(base, color="black", linewidth=0.8, label="baseline (good)")
-        ax.axhline(base * doc["threshold"], color="#d8433b", linestyle="--", linewidth=0.8,
-                   label=f"threshold {doc['threshold']}×")
+        if perf and s.get("median") is not None:
+            ax.annotate(f"{s['median']:.3g} t/s", (s["index"], y), textcoords="offset points", xytext=(6, 4),
+                        fontsize=7)
+    if perf:
+        ax.axhline(1.0, color="black", linewidth=0.8, label="the good revision")
+        ax.axhline(doc["threshold"], color="#d8433b", linestyle="--", linewidth=0.8,
+                   label=f"threshold {doc['threshold']}")
+        highs = [s["interval"][1] for s in steps if s.get("interval")] + [s.get("ratio") or 0 for s in steps]
+        ax.set_ylim(bottom=0, top=max([1.15, *(1.1 * h for h in highs)]))
         ax.legend(fontsize=7)
     if doc.get("first_bad"):
         ax.axvspan(doc["first_bad"]["index"] - 0.5, doc["first_bad"]["index"] + 0.5, color="#d8433b", alpha=0.12)
     ax.set_xticks([s["index"] for s in steps], [s["short"][:7] for s in steps], rotation=45, fontsize=7)
     ax.set_xlim(-0.5, doc["revisions"] - 0.5)
     ax.set_xlabel(f"tested commits, oldest first ({doc['revisions']} revisions from good to bad)")
-    ax.set_ylabel(f"{doc['metric']} ({unit_of(doc['metric']) or 'gate figure'})")
-    ax.set_title(f"hexbuild bisect on {doc['target']}: " + (f"first bad {doc['first_bad']['short'][:7]}"
-                                                             if doc.get("first_bad") else doc["status"]), fontsize=9)
+    ax.set_ylabel(f"{doc['metric']} / the good revision's, paired runs" if perf
+                  else ("failed cases" if doc["metric"] == "ops" else "relative PPL difference"))
+    found = f"first bad {doc['first_bad']['short'][:7]}" if doc.get("first_bad") else doc["status"]
+    target = doc["target"] if len(doc["target"]) <= 40 else "…" + doc["target"][-39:]
+    ax.set_title(f"hexbuild bisect ({doc['metric']}, {target}): {found}", fontsize=9)
     ax.grid(alpha=0.3)
     fig.tight_layout()
     return png(fig)
