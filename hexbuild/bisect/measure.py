@@ -142,7 +142,7 @@ class PerfJob:
             targets=[self.target], models=[self.model], ndev=[self.ndev] if self.ndev else ([] if self.devices else [1]),
             devices=[self.devices] if self.devices else [], ubatch=[self.ubatch], threads=[threads], repeat=1,
             knobs=list(self.knobs), extra=extra, dest=self.dest, models_dir=self.models_dir, timeout=self.timeout,
-            db=self.db, allow_cpu_fallback=self.allow_cpu_fallback)
+            db=self.db, allow_cpu_fallback=self.allow_cpu_fallback, sessions_given=bool(self.ndev or self.devices))
 
 
 def measure_perf(job: PerfJob, settings: Any, *, bench_id: str, logs: Path, prior: list[float],
