@@ -14,8 +14,6 @@ import os
 import shutil
 import subprocess
 
-import pytest
-
 from tests import bisect_repo as br
 from tests.infra.docker_engine import cache_dir
 from tests.infra.real_build import tree_copy
