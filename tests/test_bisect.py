@@ -203,6 +203,17 @@ def test_bisect_on_the_ops_gate_finds_the_commit_that_made_a_result_wrong(cli, t
     assert br.tree_digest(repo) == before
 
 
+def test_a_bad_revision_that_measures_good_is_exit_15_with_the_figures(cli, tmp_path, bisect_env):
+    repo = br.new_repo(tmp_path)
+    good, bad = br.git(repo, "rev-parse", "HEAD"), br.touch_readme(repo, "harmless")
+    r = cli("--json", *bisect_args(repo, tmp_path, good, bad))
+    assert r.rc == 15, r.err
+    doc = r.json  # the result first, then the one error line
+    assert doc["status"] == "no-regression" and doc["first_bad"] is None and doc["steps_taken"] == 2
+    assert doc["bad_step"]["verdict"] == "good" and doc["bad_step"]["interval"][0] >= float(THRESHOLD)
+    assert "measured good: no regression to find" in r.err and r.err.count("hexbuild: error") == 1
+
+
 @pytest.mark.parametrize("what", ["not-a-checkout", "good-after-bad", "unknown-rev", "resume-nothing", "no-target"])
 def test_bad_input_is_one_line_and_exit_2(cli, tmp_path, what, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))

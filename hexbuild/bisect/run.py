@@ -109,6 +109,7 @@ def run_bisect(req: BisectRequest, settings_for: Callable[[BisectRequest], Any],
     ui.info(f"bisect {bisect_id}: {len(commits)} revisions from {commits[0].short} (good) to {commits[-1].short} "
             f"(bad), {req.metric} on {req.target}; at most {expected_steps(len(commits))} measured steps")
     runner = _Stepper(req, settings, db, bisect_id, out)
+    _preload_chart()
     try:
         with Workspace(repo) as ws:
             runner.good_package = ws.base / f"{bisect_id}-good"
@@ -301,6 +302,22 @@ def _result(req: BisectRequest, bisect_id: str, repo: Repo, commits: list[Commit
                                                   "verdict": search.verdicts.get(i, "untested")}
                                                  for i in search.suspects()])
     return doc
+
+
+def _preload_chart() -> None:
+    """matplotlib (seconds to import) is loaded on a thread while the first build runs, so the
+    chart at the end costs only its drawing."""
+    import threading
+
+    def load() -> None:
+        try:
+            from ..results.chart import pyplot
+
+            pyplot()
+        except Exception:  # noqa: BLE001 — no chart extra: the report says so when it draws
+            pass
+
+    threading.Thread(target=load, name="bisect-chart-import", daemon=True).start()
 
 
 def _compiled(log: Path) -> list[str]:
