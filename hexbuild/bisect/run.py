@@ -99,20 +99,21 @@ def run_bisect(req: BisectRequest, settings_for: Callable[[BisectRequest], Any],
     out = Path(req.out or Path(settings["run.results_dir"]) / bisect_id)
     if not resume:
         req.out, req.good, req.bad = str(out), good, bad
-        record.start(db, bisect_id, str(repo.top), req.to_json())
-    else:
-        record.set_status(db, bisect_id, record.RUNNING)
     search = Search(len(commits))
     index = {c.sha: i for i, c in enumerate(commits)}
     for st in steps:
         search.set(index[st["commit"]], st["verdict"])
-    ui.info(f"bisect {bisect_id}: {len(commits)} revisions from {commits[0].short} (good) to {commits[-1].short} "
-            f"(bad), {req.metric} on {req.target}; at most {expected_steps(len(commits))} measured steps")
     runner = _Stepper(req, settings, db, bisect_id, out)
-    _preload_chart()
-    try:
-        with Workspace(repo) as ws:
-            runner.good_package = ws.base / f"{bisect_id}-good"
+    with Workspace(repo) as ws:  # the checkout's lock first: a second bisect of it records nothing
+        if resume:
+            record.set_status(db, bisect_id, record.RUNNING)
+        else:
+            record.start(db, bisect_id, str(repo.top), req.to_json())
+        ui.info(f"bisect {bisect_id}: {len(commits)} revisions from {commits[0].short} (good) to {commits[-1].short} "
+                f"(bad), {req.metric} on {req.target}; at most {expected_steps(len(commits))} measured steps")
+        _preload_chart()
+        runner.good_package = ws.base / f"{bisect_id}-good"
+        try:
             while (i := search.next()) is not None:
                 st = runner.step(ws, commits[i], i, len(steps) + 1)
                 steps.append(st)
@@ -122,14 +123,14 @@ def run_bisect(req: BisectRequest, settings_for: Callable[[BisectRequest], Any],
                     raise BisectUndecided(f"the good revision {commits[0].short} {st['verdict']}: {st.get('reason')}; "
                                           "there is nothing to compare the others with",
                                           hint="pick a --good revision that builds, runs and passes")
-    except (KeyboardInterrupt, Interrupted):
-        record.set_status(db, bisect_id, record.INTERRUPTED)
-        raise Interrupted(f"interrupted after {len(steps)} step(s): the bisect's worktree was removed and the checkout "
-                          f"is as it was; `hexbuild bisect --resume --source {repo.top}` continues from the history") \
-            from None
-    except HexbuildError:
-        record.set_status(db, bisect_id, record.FAILED)
-        raise
+        except (KeyboardInterrupt, Interrupted):
+            record.set_status(db, bisect_id, record.INTERRUPTED)
+            raise Interrupted(f"interrupted after {len(steps)} step(s): the bisect's worktree was removed and the "
+                              f"checkout is as it was; `hexbuild bisect --resume --source {repo.top}` continues from "
+                              "the history") from None
+        except HexbuildError:
+            record.set_status(db, bisect_id, record.FAILED)
+            raise
     import shutil
 
     shutil.rmtree(runner.good_package, ignore_errors=True)
