@@ -156,3 +156,24 @@ def test_run_reports_decode_against_the_bound(cli, tmp_path):
     r = cli("--json", "run", "completion", "-t", f"local:{dest}", "--model", str(model),
             "--results-dir", str(tmp_path / "res"))
     assert r.rc == 0 and r.json["roofline"]["decode"]["note"].startswith("the device's SoC is unknown")
+
+
+def test_soc_named_on_the_command_line_keeps_the_rows_labels(cli, tmp_path, fake_llama_bench):
+    from tests.infra.runner_tools import make_install
+
+    manifest = {"schema": 1, "llama_cpp": {"revision": "b7000-abc"},
+                "files": [{"path": "bin/llama-bench", "sha256": "a" * 64},
+                          {"path": "lib/libggml-hexagon.so", "sha256": "c" * 64}]}
+    inst = make_install(tmp_path / "device" / "llama.cpp", {"llama-bench": fake_llama_bench}, manifest=manifest)
+    model = write_tiny_gguf(tmp_path / "m.gguf")
+    (tmp_path / "device" / "gguf").mkdir()
+    (tmp_path / "device" / "gguf" / "m.gguf").write_bytes(b"GGUF")
+    db = tmp_path / "b.sqlite"
+    r = cli("--json", "bench", "-t", f"local:{inst}", "--models-dir", str(tmp_path / "device" / "gguf"), "--model",
+            "m.gguf", "--threads", "4", "--gguf", str(model), "--soc", "SM8750", "--db", str(db),
+            "--out", str(tmp_path / "out"))
+    assert r.rc == 0, r.err
+    tg = next(s for s in r.json["results"] if s["kind"] == "eval")
+    assert tg["roofline"]["soc"] == "SM8750" and tg["roofline"]["peak_gbs"] == 84.8
+    rows = sqlite3.connect(db).execute("SELECT revision, peak_gbs FROM results WHERE kind = 'eval'").fetchall()
+    assert rows and all(rev == "b7000-abc" and gbs == 84.8 for rev, gbs in rows)

@@ -258,8 +258,8 @@ class Recorder:
         self._models: dict[tuple[str, str], str | None] = {}
 
     def open_target(self, target: Any, dest: str) -> dict[str, Any]:
-        """What is deployed and which device it is (also read without a database: the roofline
-        needs the SoC)."""
+        """What is deployed and which device it is, read once per target (bench also reads it
+        without a database when the roofline needs the SoC)."""
         if target.spec not in self._ctx:
             self._ctx[target.spec] = target_context(target, dest)
         return self._ctx[target.spec]

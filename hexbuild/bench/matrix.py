@@ -293,10 +293,13 @@ def run(req: BenchRequest, settings) -> dict[str, Any]:
     total, done = len(planned) * req.repeat, 0
     recorder = Recorder(req.db, settings["run.results_dir"])
     socs: dict[str, str | None] = {}
+    wants_roofline = bool(req.gguf) or any(roofline.local_model(m, None) for m in req.models)
     try:
         for spec in req.targets:
             with runner.open_target(spec, settings) as target:
-                socs[spec] = req.soc or recorder.open_target(target, req.dest).get("device_soc")
+                # the device's context labels the history's rows and gives the roofline its SoC
+                ctx = recorder.open_target(target, req.dest) if recorder.path is not None or wants_roofline else {}
+                socs[spec] = req.soc or ctx.get("device_soc")
                 for p in (p for p in planned if p.target == spec):
                     for rep in range(1, req.repeat + 1):
                         done += 1
