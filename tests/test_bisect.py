@@ -48,6 +48,27 @@ def test_search_takes_ceil_log2_n_plus_one_steps_and_steps_around_skips():
     assert s.done() and s.first_bad() is None  # the bad end measured good: no regression
 
 
+def test_the_history_follows_first_parents(tmp_path):
+    from hexbuild.bisect.gitrepo import Repo
+    from hexbuild.errors import UsageError
+
+    repo = br.new_repo(tmp_path)
+    base = br.git(repo, "rev-parse", "HEAD")
+    br.git(repo, "checkout", "-q", "-b", "side")
+    (repo / "SIDE.md").write_text("a side branch\n")
+    side = br.commit(repo, "docs: on a side branch")
+    br.git(repo, "checkout", "-q", "master")
+    main1 = br.touch_readme(repo, "on master")
+    br.git(repo, "merge", "-q", "--no-ff", "side", "-m", "merge side")
+    last = br.touch_readme(repo, "after the merge")
+    r = Repo(repo)
+    assert [c.subject for c in r.history(base, last)] == [
+        "llama-mini with a timed llama-bench", "docs: on master", "merge side", "docs: after the merge"]
+    assert [c.sha for c in r.history(main1, last)][0] == main1
+    with pytest.raises(UsageError, match="not on the first-parent line"):
+        r.history(side, last)
+
+
 def test_one_bisect_per_checkout_at_a_time(tmp_path):
     from hexbuild.bisect.gitrepo import Repo
     from hexbuild.bisect.workspace import Workspace

@@ -89,9 +89,11 @@ class Repo:
             if "\0" in line:
                 sha, subject = line.split("\0", 1)
                 commits.append(Commit(sha, subject))
-        if commits[-1].sha != bad:
-            raise UsageError(f"--bad {bad[:12]} is not on the first-parent line from --good {good[:12]}",
-                             hint="bisect follows first parents (llama.cpp merges by squashing); give the merge commit")
+        first_parent = git(self.top, "rev-parse", "--verify", "--quiet", f"{commits[1].sha}^1", check=False).stdout.strip()
+        if first_parent != good:
+            raise UsageError(f"--good {good[:12]} is not on the first-parent line of --bad {bad[:12]} (it came in "
+                             "through a merge)", hint="bisect follows first parents (llama.cpp merges by squashing): "
+                                                  "give the merge's first parent, or the merge, as --good")
         return commits
 
     def subject(self, sha: str) -> str:
