@@ -290,6 +290,19 @@ def test_malformed_targets_exit_2_before_any_work(cli, pkg, spec):
 
 
 # -- launch scripts ------------------------------------------------------------------------------------------
+def test_a_rebuild_of_another_revision_with_the_same_bytes_is_a_new_release(make_device, pkg):
+    """Same files, another revision in the manifest: the device's manifest must say the new one
+    (run, plan and bench read the revision from it)."""
+    t = t_adb(dev := make_device("SM8650"))
+    (pkg / "manifest.json").write_text(json.dumps({"os": "android", "llama_cpp": {"revision": "b7000-aaa"}}))
+    assert one(pkg, t).status == "ok"
+    (pkg / "manifest.json").write_text(json.dumps({"os": "android", "llama_cpp": {"revision": "b7001-bbb"}}))
+    again = one(pkg, t)
+    assert (again.status, again.files_pushed) == ("ok", 0)  # a new release of hard links, nothing sent
+    manifest = json.loads((on_device(dev) / ".hexbuild/manifest.json").read_text())
+    assert manifest["llama_cpp"]["revision"] == "b7001-bbb"
+
+
 @pytest.fixture(scope="module")
 def facts_0_3_20(tree_0_3_20):
     return read_source(tree_0_3_20).to_json()

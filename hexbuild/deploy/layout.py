@@ -49,11 +49,16 @@ class Live:
     files: dict[str, RemoteFile]
 
 
-def release_id(files: dict[str, PackageFile]) -> str:
+def release_id(files: dict[str, PackageFile], meta: dict[str, Any] | None = None) -> str:
+    """The release's content: its files and the package's build metadata (two builds of other
+    revisions with the same bytes are two releases, or the device's manifest would keep naming
+    the first one)."""
     h = hashlib.sha256()
     for rel in sorted(files):
         f = files[rel]
         h.update(f"{rel}\0{f.sha256}\0{f.mode:o}\n".encode("utf-8"))
+    if meta:
+        h.update(json.dumps(meta, sort_keys=True, default=str).encode("utf-8"))
     return h.hexdigest()[:16]
 
 

@@ -73,7 +73,7 @@ def deploy_one(target: Target, pkg: Package | None, models: list[Model], opts: D
         if scripts:
             tmpdir = tempfile.TemporaryDirectory(prefix="hexbuild-scripts-")
             want.update(script_files(scripts, Path(tmpdir.name)))
-        rid = release_id(want)
+        rid = release_id(want, pkg.meta)
         res.release = lay.prefix + rid
         res.files_total = len(want) + len(models)
         res.bytes_total = sum(f.size for f in want.values()) + sum(m.size for m in models)
