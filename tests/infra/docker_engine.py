@@ -6,10 +6,10 @@ stops it by PID at the end. The daemon's registry traffic goes to a closed loopb
 (HTTP(S)_PROXY), so any pull fails at once and never leaves the machine. Go never proxies
 loopback addresses, so a registry on 127.0.0.1 (tests/infra/registry.py) is reached directly.
 
-``toolchain_images`` makes the stand-in for the vendor's Snapdragon toolchain image: it imports
-the Debian rootfs that scripts/setup-test-env.sh builds (clang-19, lld-19, cmake, ninja) and
-builds ``docker/Dockerfile.toolchain-fixture`` on it (NDK and Hexagon SDK stand-ins), tagged like
-the vendor's image. It is rebuilt only when the files under docker/ change.
+``toolchain_images`` makes the toolchain double, the stand-in for the vendor's Snapdragon toolchain
+image with real compilers (tests/infra/toolchain_double.py: hexbuild's open toolchain image plus
+LLVM 21 for Hexagon and the SDK stand-in of docker/toolchain-fixture/), tagged like the vendor's
+image. It is rebuilt only when one of its inputs changes.
 
 Set HEXBUILD_TEST_DOCKER_HOST to use an engine you started yourself instead.
 The benchmark (benchmarks/build_overhead.py) uses the same functions outside pytest.
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import hashlib
 import os
 import shutil
 import subprocess
@@ -35,10 +34,8 @@ REPO = Path(__file__).resolve().parents[2]
 DOCKER_DIR = REPO / "docker"
 FIXTURE_DOCKERFILE = "Dockerfile.toolchain-fixture"
 
-BASE_IMAGE = "hexbuild.test/toolchain-rootfs:bookworm"
 ANDROID_IMAGE = "hexbuild.test/snapdragon-toolchain/arm64-android:v0.7"
 LINUX_IMAGE = "hexbuild.test/snapdragon-toolchain/arm64-linux:v0.7"
-CONTEXT_LABEL = "hexbuild.test.context"
 # A port nothing listens on: the daemon's registry requests are refused on loopback.
 DEAD_PROXY = "http://127.0.0.1:9"
 
@@ -193,66 +190,14 @@ def _tail(path: Path, n: int = 20) -> str:
 
 # --- images -------------------------------------------------------------------------------
 
-def rootfs_tar(cache: Path, wait: float = 1200.0) -> Path:
-    """The toolchain rootfs tarball; waits while scripts/setup-test-env.sh is still writing it."""
-    tar = cache / "toolchain-rootfs.tar"
-    deadline = time.monotonic() + wait
-    while not (tar.is_file() and tar.stat().st_size > 0):
-        in_progress = (cache / "toolchain-rootfs.tar.part").exists() or (cache / "toolchain-rootfs").is_dir()
-        if not in_progress:
-            raise InfraError(f"{tar} is missing: run scripts/setup-test-env.sh (it builds the toolchain rootfs)")
-        if time.monotonic() > deadline:
-            raise InfraError(f"{tar} still not written after {wait:g}s; is scripts/setup-test-env.sh running?")
-        time.sleep(5)
-    return tar
-
-
-def context_hash() -> str:
-    """Content (and modes) of everything the fixture image is built from."""
-    h = hashlib.sha256()
-    # Only the fixture's own files: docker/open-arm64-linux/ (hexbuild's open toolchain recipe)
-    # changing must not rebuild the fixture images.
-    files = [DOCKER_DIR / FIXTURE_DOCKERFILE, *(DOCKER_DIR / "toolchain-fixture").rglob("*")]
-    for p in sorted(files):
-        if p.is_file():
-            h.update(str(p.relative_to(DOCKER_DIR)).encode() + b"\0")
-            h.update(oct(p.stat().st_mode & 0o777).encode() + b"\0")
-            h.update(p.read_bytes() + b"\0")
-    return h.hexdigest()[:16]
-
-
-def _image_label(client, ref: str, label: str) -> str | None:
-    import docker.errors
-
-    try:
-        img = client.images.get(ref)
-    except docker.errors.ImageNotFound:
-        return None
-    return (img.labels or {}).get(label, "")
-
-
 def ensure_toolchain_images(client, cache: Path) -> dict[str, str]:
-    """Import the rootfs and build the fixture toolchain images unless they are up to date."""
-    import docker.errors
+    """The toolchain double's images (tests/infra/toolchain_double.py), tagged like the vendor's:
+    {"android": ref, "linux": ref, "base": the open toolchain image they are built on}."""
+    from tests.infra import toolchain_double
+    from tests.infra.real_build import ensure_open_image_on
 
-    if _image_label(client, BASE_IMAGE, CONTEXT_LABEL) is None:
-        tar = rootfs_tar(cache)
-        repo, tag = BASE_IMAGE.rsplit(":", 1)
-        client.api.import_image_from_file(str(tar), repository=repo, tag=tag)
-        if _image_label(client, BASE_IMAGE, CONTEXT_LABEL) is None:
-            raise InfraError(f"importing {tar} did not produce {BASE_IMAGE}")
-    want = context_hash()
-    for target, ref in (("arm64-android", ANDROID_IMAGE), ("arm64-linux", LINUX_IMAGE)):
-        if _image_label(client, ref, CONTEXT_LABEL) == want:
-            continue
-        try:
-            client.images.build(path=str(DOCKER_DIR), dockerfile=FIXTURE_DOCKERFILE, target=target, tag=ref,
-                                buildargs={"BASE": BASE_IMAGE}, labels={CONTEXT_LABEL: want},
-                                network_mode="none", rm=True, forcerm=True, pull=False)
-        except docker.errors.BuildError as e:
-            lines = [str(c.get("stream") or c.get("error") or "").rstrip() for c in e.build_log]
-            raise InfraError(f"building {ref} failed: {e}\n" + "\n".join(l for l in lines if l)[-3000:]) from None
-    return {"android": ANDROID_IMAGE, "linux": LINUX_IMAGE, "base": BASE_IMAGE}
+    made = toolchain_double.ensure(client, cache, {"arm64-android": [ANDROID_IMAGE], "arm64-linux": [LINUX_IMAGE]})
+    return {"android": made["arm64-android"], "linux": made["arm64-linux"], "base": ensure_open_image_on(client, cache)}
 
 
 # --- pytest fixtures --------------------------------------------------------------------

@@ -1,14 +1,28 @@
-/* Stand-in for the Hexagon SDK's AEEStdDef.h: the result codes FastRPC interfaces return. */
+/* hexbuild toolchain double: the Hexagon SDK's basic types (declarations written for the double). */
 #ifndef AEESTDDEF_H
 #define AEESTDDEF_H
 #include <stdint.h>
 #include <stddef.h>
 
-typedef int AEEResult;
-#define AEE_SUCCESS        0
-#define AEE_EFAILED        1
-#define AEE_ENOMEMORY      2
-#define AEE_EBADPARM       14
-#define AEE_EUNSUPPORTED   20
-#define AEE_EUNABLETOLOAD  ((int)0x80000406)
+typedef int8_t   int8;
+typedef uint8_t  uint8;
+typedef int16_t  int16;
+typedef uint16_t uint16;
+typedef int32_t  int32;
+typedef uint32_t uint32;
+typedef int64_t  int64;
+typedef uint64_t uint64;
+typedef unsigned char boolean;
+typedef char     char_t;
+typedef int      AEEResult;
+
+#ifndef TRUE
+#define TRUE 1
 #endif
+#ifndef FALSE
+#define FALSE 0
+#endif
+#ifndef _AEEStdDef_IDL_
+#define _AEEStdDef_IDL_
+#endif
+#endif /* AEESTDDEF_H */

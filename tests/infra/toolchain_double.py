@@ -1,0 +1,163 @@
+"""hexbuild's toolchain double: builds docker/Dockerfile.toolchain-fixture on a Docker engine.
+
+The double stands in for the vendor's Snapdragon toolchain images (``arm64-android`` and
+``arm64-linux``) with real compilers: hexbuild's open AArch64 Linux toolchain image as the base
+(made by hexbuild's own code from the cached root filesystem), LLVM 21 for Hexagon as a
+self-contained tree (tests/infra/hexagon_tools.py, imported as an image of its own and copied
+into the SDK), and the SDK stand-in of docker/toolchain-fixture/. Everything is local: the build
+runs with no network.
+
+Used by the ``toolchain_images`` test fixture (tests/infra/docker_engine.py), by
+scripts/toolchain-double.sh (``python -m tests.infra.toolchain_double``) and by the benchmarks.
+The images are rebuilt only when an input changes: a label holds the hash of the Dockerfile, the
+files under docker/toolchain-fixture/, the base image's ID and the tools tree's key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.infra import hexagon_tools
+from tests.infra.docker_engine import DOCKER_DIR, FIXTURE_DOCKERFILE, InfraError, cache_dir
+
+TARGETS = ("arm64-android", "arm64-linux")
+CONTEXT_LABEL = "hexbuild.test.context"
+TOOLS_REPOSITORY = "hexbuild.test/hexagon-tools"
+
+
+def context_hash(base_id: str) -> str:
+    """Content (and modes) of everything the double is built from."""
+    h = hashlib.sha256()
+    files = [DOCKER_DIR / FIXTURE_DOCKERFILE, *(DOCKER_DIR / "toolchain-fixture").rglob("*")]
+    for p in sorted(files):
+        if p.is_symlink():
+            h.update(str(p.relative_to(DOCKER_DIR)).encode() + b"\0->" + os.readlink(p).encode() + b"\0")
+        elif p.is_file():
+            h.update(str(p.relative_to(DOCKER_DIR)).encode() + b"\0")
+            h.update(oct(p.stat().st_mode & 0o777).encode() + b"\0")
+            h.update(p.read_bytes() + b"\0")
+    h.update(base_id.encode() + b"\0" + hexagon_tools.key().encode())
+    return h.hexdigest()[:16]
+
+
+def _label(client, ref: str) -> str | None:
+    import docker.errors
+
+    try:
+        img = client.images.get(ref)
+    except docker.errors.ImageNotFound:
+        return None
+    return (img.labels or {}).get(CONTEXT_LABEL, "")
+
+
+def tools_image(client, cache: Path) -> str:
+    """The Hexagon tools tree as an image (files only; the double copies them into its SDK)."""
+    import docker.errors
+
+    ref = f"{TOOLS_REPOSITORY}:{hexagon_tools.key()}"
+    try:
+        client.images.get(ref)
+        return ref
+    except docker.errors.ImageNotFound:
+        pass
+    tar = hexagon_tools.tools_tar(cache)
+    if not tar.is_file():
+        hexagon_tools.ensure(cache)
+    api = client.api
+    saved, api.timeout = api.timeout, 900
+    try:
+        api.import_image_from_file(str(tar), repository=TOOLS_REPOSITORY, tag=hexagon_tools.key())
+    finally:
+        api.timeout = saved
+    return ref
+
+
+def ensure(client, cache: Path | None = None, tags: dict[str, list[str]] | None = None) -> dict[str, str]:
+    """Build (or reuse) the double's images; ``tags`` maps a target (arm64-android, arm64-linux) to
+    the references to tag it as. Returns {target: the first tag}."""
+    import docker.errors
+
+    from tests.infra.real_build import ensure_open_image_on
+
+    cache = cache or cache_dir()
+    base = ensure_open_image_on(client, cache)
+    tools = tools_image(client, cache)
+    want = context_hash(client.images.get(base).id)
+    out = {}
+    for target in TARGETS:
+        refs = (tags or {}).get(target) or []
+        if not refs:
+            continue
+        if _label(client, refs[0]) != want:
+            try:
+                client.images.build(path=str(DOCKER_DIR), dockerfile=FIXTURE_DOCKERFILE, target=target, tag=refs[0],
+                                    buildargs={"BASE": base, "TOOLS": tools}, labels={CONTEXT_LABEL: want},
+                                    network_mode="none", rm=True, forcerm=True, pull=False)
+            except docker.errors.BuildError as e:
+                lines = [str(c.get("stream") or c.get("error") or "").rstrip() for c in e.build_log]
+                raise InfraError(f"building the toolchain double ({target}) failed: {e}\n"
+                                 + "\n".join(x for x in lines if x)[-3000:]) from None
+        img = client.images.get(refs[0])
+        for ref in refs[1:]:
+            repo, _, tag = ref.rpartition(":")
+            if not repo or "/" in tag:
+                repo, tag = ref, "latest"
+            img.tag(repo, tag)
+        out[target] = refs[0]
+    return out
+
+
+def pinned_tags(source: Path) -> dict[str, list[str]]:
+    """The images a checkout pins, per target (what `hexbuild source info` reports)."""
+    cp = subprocess.run([sys.executable, "-m", "hexbuild", "source", "info", "--json", "--source", str(source)],
+                        capture_output=True, text=True)
+    if cp.returncode != 0:
+        raise InfraError(f"hexbuild source info --source {source} failed: {cp.stderr.strip()[-500:]}")
+    images = json.loads(cp.stdout).get("images") or {}
+    tags: dict[str, list[str]] = {}
+    for os_name, ref in images.items():
+        target = {"android": "arm64-android", "linux": "arm64-linux"}.get(os_name)
+        if target and ref and "@" not in ref:
+            tags.setdefault(target, []).append(ref)
+    if not tags:
+        raise InfraError(f"{source} pins no toolchain image (hexbuild source info shows none)")
+    return tags
+
+
+def _main(argv: list[str]) -> int:
+    import argparse
+
+    import docker
+
+    from tests.infra.docker_engine import ANDROID_IMAGE, LINUX_IMAGE
+
+    ap = argparse.ArgumentParser(prog="scripts/toolchain-double.sh",
+                                 description="Build hexbuild's toolchain double and tag it as the images a checkout "
+                                             "pins (default: the test suite's tags), on the engine DOCKER_HOST names.")
+    ap.add_argument("--source", type=Path, help="a llama.cpp checkout: tag the double as the images it pins")
+    args = ap.parse_args(argv)
+    tags = {"arm64-android": [ANDROID_IMAGE], "arm64-linux": [LINUX_IMAGE]}
+    try:
+        if args.source:
+            for target, refs in pinned_tags(args.source).items():
+                tags[target] = [*refs, *tags[target]]
+        client = docker.from_env(timeout=900)
+        made = ensure(client, tags=tags)
+    except InfraError as e:
+        print(f"toolchain-double: {e}", file=sys.stderr)
+        return 3
+    except docker.errors.DockerException as e:
+        print(f"toolchain-double: cannot use the Docker engine: {e}", file=sys.stderr)
+        return 3
+    for target, refs in tags.items():
+        print(f"{target}: {' '.join(refs)}")
+    return 0 if made else 3
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))
