@@ -10,10 +10,12 @@ from contextlib import contextmanager
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 ELF_MAGIC = b"\x7fELF"
 EM_QDSP6 = 164
+# Where hexbuild's toolchain double names the NPU units it built empty (no HMX assembler).
+NO_HMX_SECTION = ".hexbuild.no_hmx"
 EM_AARCH64 = 183
 
 # pyelftools' machine names → the names hexbuild prints and writes into manifests.
@@ -65,6 +67,7 @@ class ElfInfo:
     pie: bool                  # DT_FLAGS_1 has DF_1_PIE
     symbols: dict[str, str]    # queried name → "exported" | "hidden" | "undefined" | "absent"
     version_needs: tuple[str, ...] = ()  # .gnu.version_r names: GLIBC_2.34, GLIBCXX_3.4.30, ...
+    no_hmx: tuple[str, ...] = ()  # NPU units a toolchain without HMX built empty (NO_HMX_SECTION)
 
     @property
     def arch(self) -> str | None:
@@ -94,9 +97,12 @@ class ElfInfo:
         arch = f" {self.arch}" if self.arch else ""
         return f"{self.machine}{arch} {what}"
 
-    def summary(self) -> dict[str, str | None]:
-        """The manifest's ``elf`` object."""
-        return {"machine": self.machine, "arch": self.arch, "type": self.kind}
+    def summary(self) -> dict[str, Any]:
+        """The manifest's ``elf`` object (``no_hmx`` only on a skel built without HMX)."""
+        out: dict[str, Any] = {"machine": self.machine, "arch": self.arch, "type": self.kind}
+        if self.no_hmx:
+            out["no_hmx"] = list(self.no_hmx)
+        return out
 
 
 # Inside parse_once(), each file is parsed once: a build verifies its fresh package and then
@@ -175,7 +181,16 @@ def _info(elf, symbols: tuple[str, ...]) -> ElfInfo:
     return ElfInfo(machine=machine, bits=elf.elfclass, e_type=str(elf.header.e_type),
                    e_flags=int(elf.header.e_flags), interpreter=interpreter, needed=tuple(needed),
                    soname=soname, pie=pie, symbols={n: _symbol_state(elf, n) for n in symbols},
-                   version_needs=_version_needs(elf))
+                   version_needs=_version_needs(elf), no_hmx=_no_hmx(elf) if machine == "QDSP6" else ())
+
+
+def _no_hmx(elf) -> tuple[str, ...]:
+    """The units the toolchain built empty because it cannot assemble HMX: hexbuild's toolchain
+    double (open LLVM) leaves each one's name, NUL-terminated, in NO_HMX_SECTION."""
+    sec = elf.get_section_by_name(NO_HMX_SECTION)
+    if sec is None or sec["sh_type"] == "SHT_NOBITS":
+        return ()
+    return tuple(dict.fromkeys(n.decode("utf-8", "replace") for n in sec.data().split(b"\0") if n.strip()))
 
 
 def _version_needs(elf) -> tuple[str, ...]:

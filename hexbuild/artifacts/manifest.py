@@ -184,7 +184,15 @@ def assemble(meta: dict[str, Any], records: list[dict[str, Any]]) -> dict[str, A
     for key in sorted(k for k in meta if k not in META_KEYS and k not in ("schema", "hexbuild_version", "files")):
         manifest[key] = meta[key]
     manifest["files"] = records
+    if no_hmx(records) and "hmx" not in (manifest.get("lacks") or []):
+        manifest["lacks"] = [*(manifest.get("lacks") or []), "hmx"]
     return manifest
+
+
+def no_hmx(records: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """{skel path: units built empty} of the NPU libraries built without HMX (a toolchain that
+    cannot assemble it, as hexbuild's toolchain double: the file says so, see elf.NO_HMX_SECTION)."""
+    return {r["path"]: r["elf"]["no_hmx"] for r in records if (r.get("elf") or {}).get("no_hmx")}
 
 
 def build_manifest(pkg: Path, meta: dict[str, Any] | None = None) -> dict[str, Any]:

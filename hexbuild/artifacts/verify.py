@@ -267,6 +267,9 @@ class _Verifier:
                    "absent": "not found (stripped or renamed?)"}[state]
             self.add(rel, "matmul symbol", WARN, f"{MATMUL_SYMBOL} {why}: the HVX matmul entry point "
                                                  "is not visible to profilers and symbol lookups")
+        if info.no_hmx:
+            self.add(rel, "hmx", WARN, f"built without HMX: {', '.join(info.no_hmx)} empty (the toolchain "
+                                       "cannot assemble HMX); only the HVX paths are in this skel")
 
     def _check_host_lib(self, rel: str, path: Path, provided: set[str]) -> None:
         info = self._read(rel, path)

@@ -117,6 +117,7 @@ def _verified(plan: BuildPlan, log: BuildLog, start: float, *, image: str | None
     if plan.targets:
         meta["build_targets"] = plan.targets
     manifest = write_manifest(plan.package, meta)
+    _say_no_hmx(manifest)
     if plan.options.engine == "docker":
         _hand_over([plan.package / "manifest.json"], plan.options.user or default_user())
     duration = time.monotonic() - start
@@ -125,7 +126,19 @@ def _verified(plan: BuildPlan, log: BuildLog, start: float, *, image: str | None
                        build_type=plan.build_type, preset=plan.preset, htp_versions=plan.htp_versions, image=image,
                        digest=digest, duration_s=duration, verify=report.to_json(), engine=plan.options.engine,
                        container=container, manifest=manifest, toolchain=plan.toolchain.name,
-                       build_targets=plan.targets, lacks=plan.toolchain.lacks)
+                       build_targets=plan.targets, lacks=list(manifest.get("lacks") or []))
+
+
+def _say_no_hmx(manifest: dict[str, Any]) -> None:
+    """One warning when the skels were built without HMX (the manifest's lacks says so too)."""
+    from ..artifacts.manifest import no_hmx
+
+    skels = no_hmx(manifest.get("files") or [])
+    if skels:
+        first, units = next(iter(skels.items()))
+        more = f" and {len(skels) - 1} more NPU libraries" if len(skels) > 1 else ""
+        ui.warn(f"no HMX in the NPU libraries: the toolchain cannot assemble it ({first}{more}: "
+                f"{', '.join(units)} built empty); the manifest records lacks: hmx")
 
 
 def up_to_date(recorded: dict[str, Any], start: float) -> BuildResult:
