@@ -95,7 +95,8 @@ def _tables(reports, gate, show_all: bool) -> str:
     for r in reports:
         tot = r.totals()
         out.append(f"{r.name} ({r.arch or 'no arch'}, {r.disassembler}): {tot['functions']} functions, "
-                   f"{tot['hardware_loops']} hardware loops, {tot['hvx_spills_in_loop']} in-loop HVX spills, "
+                   f"{tot['hardware_loops']} hardware loops, {tot['hvx_spills_in_loop']} in-loop HVX spills "
+                   f"({tot['hvx_spills_in_hw_loops']} in hardware loops as upstream's inspect counts them), "
                    f"{tot['promotions']} promotions, {tot['divides']} divides, "
                    f"{tot['helpers_in_hot_loops']} helper calls in hot loops")
         rows = []
@@ -119,8 +120,11 @@ def _tables(reports, gate, show_all: bool) -> str:
                 notes.append(f"HVX spills in loops: {f.hvx_spills.in_loop_stores} stores, {f.hvx_spills.in_loop_loads} loads")
             for helper, n in f.hot_helpers().items():
                 notes.append(f"{n}x {helper} in a hot loop")
+            if sum(f.hw_loop_hvx) != f.hvx_spills.in_loop:
+                notes.append(f"HVX spills in hardware loops (upstream's view: loopN to its :endloop): "
+                             f"{sum(f.hw_loop_hvx)}")
             if f.unknown:
-                notes.append(f"{f.unknown} undecoded words")
+                notes.append(f"{f.unknown} undecoded instruction words: that code is not analysed")
             for note in notes:
                 out.append(f"    ! {note}")
         out.append("  (V-/S-spill: HVX/scalar stack spills in loops/all; promo, div, calls: in loops/all)\n")

@@ -8,6 +8,10 @@ outside them, and the compiler helpers it calls.
   a register computed from them (``rN = add(r29,#…)``), split into HVX (``vmem``) and scalar
   and into in-loop and frame set-up/tear-down. Register state follows packet semantics: every
   instruction of a packet reads the registers as they were before it.
+- **Spills in hardware loops, upstream's way**: llama.cpp's ``ggml-hexagon-inspect.py`` counts a
+  spill as in a loop when it sits between a ``loop0``/``loop1`` set-up's start address and the next
+  packet marked ``:endloop0``/``:endloop1`` in address order (branch loops do not count). The same
+  spills are counted that way too (``hw_loop_spills``), so the two tools' figures compare.
 - **Helpers**: calls (and tail jumps) to software float conversions (``__extend*``,
   ``__trunc*``), software divide/modulo (``__hexagon_udivsi3``, …) and other soft-float
   routines, with their call sites and whether they sit in a (hot) loop.
@@ -133,6 +137,8 @@ class FunctionReport:
     hvx_spills: Spills = field(default_factory=Spills)
     scalar_spills: Spills = field(default_factory=Spills)
     calls: list[CallSite] = field(default_factory=list)
+    hw_loop_hvx: list[int] = field(default_factory=lambda: [0, 0])     # [stores, loads], upstream's loops
+    hw_loop_scalar: list[int] = field(default_factory=lambda: [0, 0])
     spill_tags: dict[tuple[int, str], str] = field(default_factory=dict)  # (word, insn) → "V-SPILL:STORE"…
 
     @property
@@ -157,6 +163,8 @@ class FunctionReport:
             "branch_loops": sum(1 for lp in self.loops if lp.kind == "branch"),
             "loops": [lp.to_json() for lp in self.loops],
             "hvx_spills": self.hvx_spills.to_json(), "scalar_spills": self.scalar_spills.to_json(),
+            "hw_loop_spills": {"hvx": sum(self.hw_loop_hvx), "hvx_stores": self.hw_loop_hvx[0],
+                               "hvx_loads": self.hw_loop_hvx[1], "scalar": sum(self.hw_loop_scalar)},
             "calls": {"total": len(self.calls), "in_loop": sum(1 for c in self.calls if c.loop),
                       "in_hot_loop": sum(1 for c in self.calls if c.hot)},
             "promotions": {"total": self.count("promotion"), "in_loop": self.count("promotion", in_loop=True)},
@@ -186,6 +194,32 @@ def find_loops(fn: Function) -> list[Loop]:
     return found
 
 
+_PLAIN_LOOP = re.compile(r"\bloop([01])\((0x[0-9a-f]+)")
+
+
+def hw_loop_packets(fn: Function) -> list[bool]:
+    """Per packet: inside a hardware loop as llama.cpp's ggml-hexagon-inspect.py sees it: from
+    the start address a ``loopN(start, …)`` names (once reached, in address order) to the next
+    packet marked ``:endloopN``."""
+    target: list[int | None] = [None, None]
+    active = [False, False]
+    inside = []
+    for p in fn.packets:
+        for insn in p.insns:
+            if insn.loop is not None:
+                m = _PLAIN_LOOP.search(insn.text)  # loopN only, not spNloopN: as upstream's pattern
+                if m:
+                    target[int(m.group(1))] = int(m.group(2), 16)
+        for n in (0, 1):
+            if target[n] is not None and p.addr >= target[n]:
+                active[n] = True
+        inside.append(active[0] or active[1])
+        for n, bit in ((0, ENDLOOP0), (1, ENDLOOP1)):
+            if p.endloop & bit:
+                active[n], target[n] = False, None
+    return inside
+
+
 def analyze(fn: Function, meta: ElfMeta | None, plt: dict[int, str]) -> FunctionReport:
     loops = find_loops(fn)
     sym = meta.function_at(fn.addr) if meta is not None else None
@@ -199,6 +233,7 @@ def analyze(fn: Function, meta: ElfMeta | None, plt: dict[int, str]) -> Function
             for i in range(index[lp.start], index[lp.end] + 1):
                 enclosing[i] = lp
                 lp.packets += 1
+    hw = hw_loop_packets(fn)
     stack = set(STACK_REGS)
     for i, p in enumerate(fn.packets):
         lp = enclosing[i]
@@ -214,6 +249,8 @@ def analyze(fn: Function, meta: ElfMeta | None, plt: dict[int, str]) -> Function
                 spills.add(insn.mem_store, lp is not None)
                 if lp:
                     (lp.hvx_spills if insn.mem_vector else lp.scalar_spills)[0 if insn.mem_store else 1] += 1
+                if hw[i]:
+                    (rep.hw_loop_hvx if insn.mem_vector else rep.hw_loop_scalar)[0 if insn.mem_store else 1] += 1
                 rep.spill_tags[(insn.addr, insn.text)] = (("V-SPILL:" if insn.mem_vector else "S-SPILL:")
                                                           + ("STORE" if insn.mem_store else "LOAD")
                                                           + (":IN-LOOP" if lp else ""))

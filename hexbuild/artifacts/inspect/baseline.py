@@ -1,6 +1,9 @@
 """The quality gate: in-loop HVX spills and compiler helpers called inside hot (innermost)
 loops, per library and function, against a baseline of accepted ones.
 
+Undecoded instruction words are a finding no baseline accepts: code the disassembler could not
+read is code the gate cannot vouch for (``--strict`` fails until a disassembler decodes it all).
+
 The baseline counts findings per function (addresses move with every build; function names do
 not), so a CI gate fails on a regression, not on history: a function may keep as many in-loop
 spills as the baseline accepts, and fails when it has more or when a new function has any.
@@ -23,6 +26,7 @@ from .report import LibraryReport
 SCHEMA = 1
 SPILLS = "hvx_spills_in_loop"
 HELPERS = "helpers_in_hot_loops"
+UNDECODED = "undecoded_words"
 
 
 @dataclass(frozen=True)
@@ -38,6 +42,9 @@ class Finding:
         return self.count > self.accepted
 
     def describe(self) -> str:
+        if self.what == UNDECODED:
+            return (f"{self.function}: {self.count} instruction words the disassembler did not decode "
+                    "(its code is not analysed: use llvm-objdump 21, which knows v68-v79 and their float HVX)")
         what = "in-loop HVX spills" if self.what == SPILLS else f"calls to {self.what} in a hot loop"
         base = f" (baseline {self.accepted})" if self.accepted else ""
         return f"{self.function}: {self.count} {what}{base}"
@@ -95,4 +102,5 @@ def compare(report: LibraryReport, baseline: dict[str, Any] | None) -> list[Find
             out.append(Finding(report.name, fn, SPILLS, entry[SPILLS], int(known.get(SPILLS, 0))))
         for helper, n in entry.get(HELPERS, {}).items():
             out.append(Finding(report.name, fn, helper, n, int((known.get(HELPERS) or {}).get(helper, 0))))
+    out += [Finding(report.name, f.name, UNDECODED, f.unknown) for f in report.functions if f.unknown]
     return out

@@ -3,7 +3,10 @@
 Open LLVM's ``llvm-objdump`` (17 or newer) disassembles Hexagon shared objects with packet
 braces and ``:endloopN`` markers; so does the SDK's ``hexagon-llvm-objdump``. Objects for v75
 and newer only show their HVX code when ``--mattr=+hvxvNN,+hvx-length128b`` names the version:
-without it the vector code is ``<unknown>`` words and no vector spill can be seen.
+without it the vector code is ``<unknown>`` words and no vector spill can be seen. The float
+HVX that v68 and newer can hold (IEEE ``.sf``/``.hf`` and qfloat) is named too
+(``+hvx-ieee-fp,+hvx-qfloat``) where the disassembler knows those features. The newest
+disassembler found wins: llvm-objdump 21 knows v79, 19 only v73.
 """
 
 from __future__ import annotations
@@ -28,6 +31,9 @@ _SDK_GLOBS = ("{sdk}/tools/HEXAGON_Tools/*/Tools/bin/hexagon-llvm-objdump",
 _VERSION = re.compile(r"version (\d+)\.(\d+)")
 _UNKNOWN_FEATURE = "is not a recognized feature"
 _HVX_VERSIONS = (81, 79, 75, 73, 71, 69, 68, 67, 66, 65, 62, 60)
+# The float HVX features a version's code can hold (IEEE float and qfloat came with v68).
+HVX_FLOAT_FEATURES = ("+hvx-ieee-fp", "+hvx-qfloat")
+HVX_FLOAT_SINCE = 68
 OBJDUMP_TIMEOUT = 600.0
 
 
@@ -41,20 +47,26 @@ class Objdump:
         return f"{os.path.basename(self.path)} {self.version[0]}.{self.version[1]}"
 
     def flags(self, arch: str | None, probe_file: Path) -> tuple[list[str], str | None]:
-        """(``--mcpu=hexagonvNN --mattr=+hvxvNN,+hvx-length128b`` for an object of ``arch``, a
-        warning when this disassembler does not know that version and an older one stands in).
-        Without --mcpu the base instruction set is older than the object's: some scalar words
-        of v73 code are <unknown>; without --mattr no HVX is decoded on v75 and newer."""
+        """(``--mcpu=hexagonvNN --mattr=+hvxvNN,+hvx-length128b[,+hvx-ieee-fp,+hvx-qfloat]`` for
+        an object of ``arch``, a warning when this disassembler does not know that version and an
+        older one stands in). Without --mcpu the base instruction set is older than the
+        object's: some scalar words of v73 code are <unknown>; without --mattr no HVX is decoded
+        on v75 and newer; the float features are only given where the disassembler knows them."""
         if not arch or not arch[1:3].isdigit():
             return [], None
         want = int(arch[1:3])
+        probe = (self.path, str(probe_file), _code_start(str(probe_file)))
         for nn in [v for v in _HVX_VERSIONS if v <= want]:
-            if _knows_version(self.path, nn, str(probe_file)):
+            if _accepts(*probe, f"--mcpu=hexagonv{nn}", f"+hvxv{nn}"):
                 warn = None
                 if nn != want:
                     warn = (f"{self.name} does not know Hexagon v{want}; decoding as v{nn} "
                             "(newer instructions show as <unknown>): use llvm-objdump 21 or newer")
-                return [f"--mcpu=hexagonv{nn}", f"--mattr=+hvxv{nn},+hvx-length128b"], warn
+                features = [f"+hvxv{nn}", "+hvx-length128b"]
+                if nn >= HVX_FLOAT_SINCE:
+                    features += [f for f in HVX_FLOAT_FEATURES
+                                 if _accepts(*probe, f"--mcpu=hexagonv{nn}", f"+hvxv{nn},{f}")]
+                return [f"--mcpu=hexagonv{nn}", "--mattr=" + ",".join(features)], warn
         return [], f"{self.name} knows no Hexagon version up to v{want}: vector code is not decoded"
 
     def argv(self, lib: Path, flags: list[str], *, start: int | None = None, stop: int | None = None) -> list[str]:
@@ -77,12 +89,30 @@ class Objdump:
 
 
 @functools.lru_cache(maxsize=None)
-def _knows_version(path: str, nn: int, probe_file: str) -> bool:
-    # An empty window disassembles nothing but still checks --mcpu/--mattr: cheap on any size.
-    cp = subprocess.run([path, "-d", f"--mcpu=hexagonv{nn}", f"--mattr=+hvxv{nn}", "--start-address=0x0",
-                         "--stop-address=0x1", probe_file], capture_output=True, timeout=60)
+def _code_start(probe_file: str) -> int | None:
+    """The address of the file's first executable section: the probe must disassemble a word,
+    as only then does llvm-objdump check --mcpu and --mattr (an empty window passes anything)."""
+    from elftools.elf.elffile import ELFFile
+
+    try:
+        with open(probe_file, "rb") as f:
+            for sec in ELFFile(f).iter_sections():
+                if sec["sh_flags"] & 0x4 and sec["sh_size"] >= 4:  # SHF_EXECINSTR
+                    return int(sec["sh_addr"])
+    except Exception:  # not an ELF file pyelftools reads: the disassembler says what it thinks
+        return None
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def _accepts(path: str, probe_file: str, start: int | None, mcpu: str, mattr: str) -> bool:
+    """Whether this disassembler takes ``mcpu`` and ``mattr`` (one word disassembled)."""
+    window = [f"--start-address={start:#x}", f"--stop-address={start + 4:#x}"] if start is not None else \
+        ["--start-address=0x0", "--stop-address=0x1"]
+    cp = subprocess.run([path, "-d", mcpu, f"--mattr={mattr}", *window, probe_file], capture_output=True, timeout=60)
     err = cp.stderr.decode("utf-8", "replace")
-    return cp.returncode == 0 and _UNKNOWN_FEATURE not in err and "invalid CPU" not in err
+    return (cp.returncode == 0 and _UNKNOWN_FEATURE not in err and "invalid CPU" not in err
+            and "not a recognized processor" not in err and "no subtarget info" not in err)
 
 
 @functools.lru_cache(maxsize=None)

@@ -40,6 +40,7 @@ class LibraryReport:
             "hardware_loops": sum(1 for f in fs for lp in f.loops if lp.kind != "branch"),
             "hvx_spills_in_loop": sum(f.hvx_spills.in_loop for f in fs),
             "hvx_spills": sum(f.hvx_spills.total for f in fs),
+            "hvx_spills_in_hw_loops": sum(sum(f.hw_loop_hvx) for f in fs),
             "scalar_spills_in_loop": sum(f.scalar_spills.in_loop for f in fs),
             "scalar_spills": sum(f.scalar_spills.total for f in fs),
             "promotions": sum(f.count("promotion") for f in fs),
