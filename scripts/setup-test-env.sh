@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs, idempotently: system packages (Docker engine, an image registry, adb/adbd,
 # sshd, clang-19/lld-19 for genuine Hexagon and AArch64 ELF files, debootstrap), the Python
-# package with its test extras, the llama.cpp source trees, and the fixture toolchain rootfs.
+# package with its test extras, the llama.cpp source trees, LLVM 21 for Hexagon (the toolchain
+# double's compilers, llvm-objdump-21), the open toolchain's and the virtual board's root filesystems.
 # Safe to run again: each step checks before it acts.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -117,24 +118,21 @@ for v in 0.3.20 0.3.28 0.3.36; do
   fi
 done
 
-# --- fixture toolchain rootfs (Debian + clang-19/lld-19/cmake/ninja) -------
-rootfs_tar="$cache/toolchain-rootfs.tar"
-if [ ! -s "$rootfs_tar" ]; then
+# --- LLVM 21 for Hexagon v68-v79 (the toolchain double's Hexagon tools; llvm-objdump-21 for inspect) ---
+# A self-contained tree from a Debian sid root filesystem, built once into the test cache
+# (tests/infra/hexagon_tools.py): sid's clang/lld/llvm 21 run through sid's own loader, so the
+# host keeps bookworm's libc. The host's llvm-objdump-21 is that tree's wrapper.
+if ! (cd "$here" && HEXBUILD_TEST_CACHE="$cache" python3 -m tests.infra.hexagon_tools build --check) >/dev/null 2>&1; then
   need_root
-  uri="$(debian_uri)"
-  [ -n "$uri" ] || { echo "setup-test-env.sh: cannot find the Debian mirror in the apt sources" >&2; exit 3; }
-  dir="$cache/toolchain-rootfs"
-  rm -rf "$dir"
-  log "debootstrap minbase bookworm (fixture toolchain image)"
-  debootstrap --variant=minbase bookworm "$dir" "$uri" >"$cache/debootstrap.log" 2>&1 \
-    || { tail -n 20 "$cache/debootstrap.log" >&2; exit 3; }
-  log "installing clang-19 lld-19 cmake ninja-build in the rootfs"
-  cp /etc/resolv.conf "$dir/etc/resolv.conf" 2>/dev/null || true
-  chroot "$dir" /bin/sh -c 'DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends clang-19 lld-19 cmake ninja-build python3 make && apt-get clean && rm -rf /var/lib/apt/lists/*' >"$cache/chroot-apt.log" 2>&1 \
-    || { tail -n 20 "$cache/chroot-apt.log" >&2; exit 3; }
-  ln -sf clang-19 "$dir/usr/bin/clang"; ln -sf clang++-19 "$dir/usr/bin/clang++"; ln -sf ld.lld-19 "$dir/usr/bin/ld.lld"
-  tar -C "$dir" -cf "$rootfs_tar.part" . && mv "$rootfs_tar.part" "$rootfs_tar"
-  rm -rf "$dir"
+  log "LLVM 21 tool tree for Hexagon (debootstrap sid + clang-21, lld-21, llvm-21, python3-minimal)"
+  tools="$(cd "$here" && HEXBUILD_TEST_CACHE="$cache" python3 -m tests.infra.hexagon_tools build)" || exit 3
+fi
+tools="$(cd "$here" && HEXBUILD_TEST_CACHE="$cache" python3 -c 'from tests.infra.hexagon_tools import tools_dir; print(tools_dir())')"
+if [ "$(readlink /usr/local/bin/llvm-objdump-21 2>/dev/null)" != "$tools/bin/llvm-objdump" ] \
+   || ! llvm-objdump-21 --version >/dev/null 2>&1; then
+  need_root
+  ln -sfn "$tools/bin/llvm-objdump" /usr/local/bin/llvm-objdump-21
+  ln -sfn "$tools/bin/llvm-addr2line" /usr/local/bin/llvm-addr2line-21
 fi
 # --- the open toolchain's root filesystem (hexbuild toolchain open, engine without a network) ---
 # Built by hexbuild's own code (debootstrap + the recipe in docker/open-arm64-linux/) into the test

@@ -249,11 +249,13 @@ def test_missing_disassembler_is_exit_3(libs, cli, monkeypatch, tmp_path):
 
 
 def test_wrapper_named_like_the_sdk_tool_is_found(libs, cli, monkeypatch, tmp_path):
+    """The SDK's name on PATH is found by the real search (the only disassembler on PATH, no SDK)."""
     wrapper = tmp_path / "hexagon-llvm-objdump"
     wrapper.write_text(f"#!/bin/sh\nexec {shutil.which('llvm-objdump-19')} \"$@\"\n")
     wrapper.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
-    monkeypatch.setattr("hexbuild.artifacts.inspect.objdump._candidates", lambda: [str(wrapper)])
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("HEXAGON_SDK_ROOT", raising=False)
+    monkeypatch.delenv("HEXAGON_TOOLS_ROOT", raising=False)
     r = cli("inspect", str(libs["v73"]), "--json")
     assert r.rc == 0 and r.json["libraries"][0]["disassembler"].startswith("hexagon-llvm-objdump 19")
 

@@ -1,4 +1,4 @@
-"""Real llama.cpp programs (the 0.3.36 tree built for AArch64 Linux: the ``real_linux_package``
+"""Real llama.cpp programs (the 0.3.28 tree built for AArch64 Linux: the ``real_linux_package``
 fixture) deployed and run for real: on the qemu: target, and over ssh:// on the virtual bullseye
 board, where the package's glibc is newer than the board's so only --bundle-runtime makes it run.
 The model is a tiny real GGUF (``tiny_gguf``)."""
@@ -16,13 +16,10 @@ PROMPT = "The quick brown fox jumps over the lazy dog"
 
 
 @pytest.fixture
-def real_package(request):
-    """open-toolchain's ``real_linux_package`` (tests/infra/real_build.py). Until that branch is
-    merged, these tests say so and skip, rather than stand in a fake for the real build."""
-    try:
-        return request.getfixturevalue("real_linux_package")
-    except pytest.FixtureLookupError:
-        pytest.skip("needs the real_linux_package fixture (tests/infra/real_build.py, from wt/open-toolchain)")
+def real_package(real_linux_package):
+    """The real open-toolchain package (tests/infra/real_build.py); a fixture that cannot be made
+    fails these tests, it never skips them."""
+    return real_linux_package
 
 
 @pytest.fixture(autouse=True)

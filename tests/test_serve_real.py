@@ -1,4 +1,4 @@
-"""`hexbuild serve` with the real llama-server (the 0.3.36 tree built for AArch64 Linux: the
+"""`hexbuild serve` with the real llama-server (the 0.3.28 tree built for AArch64 Linux: the
 ``real_linux_package`` fixture) and the tiny real GGUF: on the qemu: target, and over ssh:// on
 the virtual bullseye board through a real SSH tunnel. Clients: the official `openai` package
 (a completion with usage counts and a streamed one), curl and hexbuild chat."""

@@ -128,10 +128,6 @@ def plan_build(options: BuildOptions) -> BuildPlan:
         htp_versions = wanted
         if any("CMAKE_PROJECT_ggml_INCLUDE" in a for a in options.cmake_args) and wanted != htp_all:
             raise UsageError("--htp with fewer versions uses CMAKE_PROJECT_ggml_INCLUDE, which --cmake-arg also sets")
-        if wanted != htp_all and toolchain.targets:
-            # both work by wrapping CMake's install(); two wrappers cannot be stacked
-            raise UsageError("--htp with fewer versions and --build-target cannot be combined",
-                             hint="build the HTP subset with every target, or the targets with every HTP version")
     else:
         htp_versions = htp_all
 

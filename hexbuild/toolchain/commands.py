@@ -100,7 +100,9 @@ cmake_language(DEFER CALL _hexbuild_htp_select)
 TARGETS_CMAKE = r"""# Written by hexbuild for `hexbuild build --build-target ...`: only some CMake targets are built,
 # and `cmake --install` must install those and skip what was not built. Included after every
 # project() through CMAKE_PROJECT_INCLUDE, it marks every install(TARGETS ...) OPTIONAL (a
-# missing file is then skipped); every other install() call is passed on exactly.
+# missing file is then skipped); every other install() call is passed on exactly, except that
+# with `--htp` naming fewer versions (HEXBUILD_HTP_VERSIONS) install(FILES ...) also leaves out the
+# libggml-htp-vNN.so of the other versions (the one install() wrapper for both selections).
 # Run with `cmake -P` after the install, it copies a requested program the tree has no install
 # rule for (a test program, say) from the build directory into the staging install.
 if(CMAKE_SCRIPT_MODE_FILE)
@@ -124,6 +126,10 @@ function(install)
   math(EXPR _hexbuild_last "${ARGC} - 1")
   foreach(_hexbuild_i RANGE 0 ${_hexbuild_last})
     set(_hexbuild_arg "${ARGV${_hexbuild_i}}")
+    if(HEXBUILD_HTP_VERSIONS AND ARGV0 STREQUAL "FILES" AND _hexbuild_arg MATCHES "libggml-htp-(v[0-9]+)\\.so$"
+       AND NOT CMAKE_MATCH_1 IN_LIST HEXBUILD_HTP_VERSIONS)
+      continue()
+    endif()
     if(_hexbuild_i EQUAL 0 AND _hexbuild_arg STREQUAL "TARGETS")
       set(_hexbuild_names TRUE)
     elseif(_hexbuild_names AND _hexbuild_i GREATER 1 AND _hexbuild_arg MATCHES "^(EXPORT|RUNTIME_DEPENDENCIES|RUNTIME_DEPENDENCY_SET|ARCHIVE|LIBRARY|RUNTIME|OBJECTS|FRAMEWORK|BUNDLE|PRIVATE_HEADER|PUBLIC_HEADER|RESOURCE|FILE_SET|CXX_MODULES_BMI|INCLUDES|DESTINATION|PERMISSIONS|CONFIGURATIONS|COMPONENT|NAMELINK_COMPONENT|OPTIONAL|EXCLUDE_FROM_ALL|NAMELINK_ONLY|NAMELINK_SKIP)$")

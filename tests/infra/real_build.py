@@ -8,12 +8,14 @@ Session fixtures, each made once per test run (and, through the caches, once per
   (``open-toolchain/``), so a new engine imports it in seconds. scripts/setup-test-env.sh
   builds that tarball ahead of the tests (``python -m tests.infra.real_build --rootfs``).
 - ``real_linux_package``: the package directory (``manifest.json``, ``bin/``, ``lib/``) of the
-  cached 0.3.36 tree built with ``hexbuild build --os linux --toolchain open`` and the default
+  cached 0.3.28 tree built with ``hexbuild build --os linux --toolchain open`` and the default
   open target set (llama-completion, llama-cli, llama-bench, llama-perplexity, test-backend-ops,
   llama-server). The build runs in a copy of the tree under the test cache
-  (``open-build/llama.cpp-0.3.36``; the cached tree stays pristine) whose build directory is
+  (``open-build/llama.cpp-0.3.28``; the cached tree stays pristine) whose build directory is
   kept, with ccache in ``open-ccache/`` beside it: a cold build takes minutes, a warm rerun
-  seconds (ninja finds nothing to do; a lost build directory recompiles from ccache).
+  seconds (ninja finds nothing to do; a lost build directory recompiles from ccache). The 0.3.28
+  tree, because the toolchain double's real Hexagon build (tests/infra/real_hexagon.py) builds the
+  same tree with the same compiler in the same ccache: the two share their objects.
 
 The programs run under ``qemu-aarch64 -L /usr/aarch64-linux-gnu`` with ``LD_LIBRARY_PATH`` at
 the package's ``lib/`` (see ``run_aarch64``).
@@ -33,7 +35,7 @@ import pytest
 
 from tests.infra.docker_engine import InfraError, cache_dir
 
-TREE_VERSION = "0.3.36"
+TREE_VERSION = "0.3.28"
 SYSROOT = Path("/usr/aarch64-linux-gnu")
 BUILD_TIMEOUT = 3600  # a cold build is minutes on two cores; this only stops a hung one
 
@@ -128,7 +130,7 @@ def open_image(docker_client) -> str:
 
 @pytest.fixture(scope="session")
 def real_linux_package(docker_host, open_image) -> Path:
-    """The package directory of the real 0.3.36 tree built with the open toolchain."""
+    """The package directory of the real 0.3.28 tree built with the open toolchain."""
     try:
         package, _ = build_open_package(docker_host, cache_dir())
     except (InfraError, subprocess.TimeoutExpired) as e:
