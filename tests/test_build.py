@@ -314,6 +314,21 @@ def test_htp_subset_builds_only_those_and_a_full_build_restores_all(tmp_path, do
     assert "-UCMAKE_PROJECT_ggml_INCLUDE" in Path(data["log"]).read_text()
 
 
+def test_htp_subset_and_build_target_together(tmp_path, docker_host, toolchain_images):
+    """Both selections wrap install(); CMake keeps one level of _install(), so they share one
+    wrapper: only the program asked for and only the skels asked for are built and installed."""
+    src = fixture_copy(tmp_path)
+    cp = hexbuild("build", "-s", str(src), "--user", "1000:1000", "--htp", "v69,v73", "--build-target", "llama-cli",
+                  "--json", docker_host=docker_host)
+    assert cp.returncode == 0, cp.stderr
+    data = result_json(cp)
+    pkg = Path(data["package"])
+    assert data["htp_versions"] == ["v69", "v73"] and data["build_targets"] == ["llama-cli"] and data["verify"]["ok"]
+    assert sorted(p.name for p in (pkg / "bin").iterdir()) == ["llama-cli"]
+    assert sorted(p.name for p in (pkg / "lib").glob("libggml-htp-*")) == ["libggml-htp-v69.so", "libggml-htp-v73.so"]
+    assert "Performing build step for 'htp-v68'" not in Path(data["log"]).read_text()
+
+
 def test_build_target_builds_and_installs_only_those_and_a_full_build_restores_all(tmp_path, docker_host,
                                                                                    toolchain_images):
     src = fixture_copy(tmp_path)
@@ -459,10 +474,13 @@ def test_absent_image_that_cannot_be_pulled_is_exit_3_naming_it(tmp_path, docker
 
 def test_local_engine_runs_the_same_commands_here(tmp_path):
     """--engine local in an environment that has the toolchain: this machine's clang-19, cmake
-    and ninja with the same NDK and Hexagon SDK stand-ins the test image carries."""
+    and ninja with the same NDK and Hexagon SDK (LLVM 21 for Hexagon) the toolchain double carries."""
+    from tests.infra.toolchain_double import local_sdk
+
     src = fixture_copy(tmp_path, owner=None)
-    env = {"ANDROID_NDK_ROOT": str(TOOLCHAIN / "android-ndk"), "HEXAGON_SDK_ROOT": str(TOOLCHAIN / "hexagon-sdk"),
-           "HEXAGON_TOOLS_ROOT": str(TOOLCHAIN / "hexagon-sdk" / "tools" / "HEXAGON_Tools" / "19.0.07")}
+    sdk = local_sdk(tmp_path / "hexagon-sdk")
+    env = {"ANDROID_NDK_ROOT": str(TOOLCHAIN / "android-ndk"), "HEXAGON_SDK_ROOT": str(sdk),
+           "HEXAGON_TOOLS_ROOT": str(sdk / "tools" / "HEXAGON_Tools" / "21.1.8")}
     cp = hexbuild("build", "-s", str(src), "--engine", "local", "--htp", "v69,v73", "--json", env=env)
     assert cp.returncode == 0, cp.stderr
     data = result_json(cp)

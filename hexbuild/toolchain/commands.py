@@ -40,6 +40,9 @@ include_guard(GLOBAL)
 
 # install(FILES ...) without the libggml-htp-vNN.so of the other versions; every argument of
 # every other call is passed on exactly (bracket-quoted, so empty values and ';' survive).
+# With --build-target too, hexbuild-targets.cmake's install() drops those files itself: CMake
+# keeps one level of _install(), so two wrappers of install() cannot be stacked.
+if(NOT HEXBUILD_BUILD_TARGETS)
 function(install)
   if(ARGC EQUAL 0)
     _install()
@@ -58,6 +61,7 @@ function(install)
   string(APPEND _hexbuild_call ")")
   cmake_language(EVAL CODE "${_hexbuild_call}")
 endfunction()
+endif()
 
 function(_hexbuild_htp_targets dir out)
   get_property(_targets DIRECTORY "${dir}" PROPERTY BUILDSYSTEM_TARGETS)

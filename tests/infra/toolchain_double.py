@@ -112,6 +112,34 @@ def ensure(client, cache: Path | None = None, tags: dict[str, list[str]] | None 
     return out
 
 
+def local_sdk(dest: Path, cache: Path | None = None) -> Path:
+    """The double's Hexagon SDK laid out in ``dest`` on this machine, as the image has it (for
+    ``--engine local``): the SDK stand-in, LLVM 21's tree (hard links into the test cache) with
+    the vendor driver names over it, the QuRT version directories and the target files built by
+    its clang. Returns HEXAGON_SDK_ROOT; HEXAGON_TOOLS_ROOT is tools/HEXAGON_Tools/21.1.8 below it."""
+    import shutil
+
+    fixture = DOCKER_DIR / "toolchain-fixture"
+    tree = hexagon_tools.ensure(cache)
+    shutil.copytree(fixture / "hexagon-sdk", dest, symlinks=True)
+    tools = dest / "tools" / "HEXAGON_Tools" / "21.1.8" / "Tools"
+
+    def link(src, dst):
+        try:
+            os.link(src, dst)
+        except OSError:
+            shutil.copy2(src, dst)
+
+    shutil.copytree(tree, tools, symlinks=True, copy_function=link, ignore=shutil.ignore_patterns(".complete"))
+    shutil.copytree(fixture / "hexagon-tools", tools, symlinks=True, dirs_exist_ok=True)
+    for v in ("v68", "v69", "v71", "v73", "v75", "v79"):
+        (dest / "rtos" / "qurt" / f"compute{v}").symlink_to("compute")
+    cp = subprocess.run([str(tools / "make-target-libs.sh")], capture_output=True, text=True)
+    if cp.returncode != 0:
+        raise InfraError(f"building the double's Hexagon target files failed: {cp.stderr[-2000:]}")
+    return dest
+
+
 def pinned_tags(source: Path) -> dict[str, list[str]]:
     """The images a checkout pins, per target (what `hexbuild source info` reports)."""
     cp = subprocess.run([sys.executable, "-m", "hexbuild", "source", "info", "--json", "--source", str(source)],
