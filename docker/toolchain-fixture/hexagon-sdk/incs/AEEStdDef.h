@@ -4,14 +4,16 @@
 #include <stdint.h>
 #include <stddef.h>
 
-typedef int8_t   int8;
-typedef uint8_t  uint8;
-typedef int16_t  int16;
-typedef uint16_t uint16;
-typedef int32_t  int32;
-typedef uint32_t uint32;
-typedef int64_t  int64;
-typedef uint64_t uint64;
+/* The SDK's own spellings, not <stdint.h>'s: on 64-bit Linux uint64_t is unsigned long, but the
+ * IDL's uint64 is unsigned long long everywhere (host code passes unsigned long long * to it). */
+typedef signed char        int8;
+typedef unsigned char      uint8;
+typedef short              int16;
+typedef unsigned short     uint16;
+typedef int                int32;
+typedef unsigned int       uint32;
+typedef long long          int64;
+typedef unsigned long long uint64;
 typedef unsigned char boolean;
 typedef char     char_t;
 typedef int      AEEResult;

@@ -160,6 +160,7 @@ typedef struct fastrpc_domain {
     int status;
     uint32_t card;
     uint32_t dev;
+    int instance_id;     /* which CDSP of a SoC with several (0, 1, ...) */
 } fastrpc_domain;
 typedef struct system_req_domains {
     fastrpc_domain *domains;
