@@ -24,6 +24,9 @@ ggml/src/ggml-hexagon/ggml-hexagon.cpp (cited), matched anywhere in a line.
   "ggml-hex: %s failed to start session: 0x%08x\n", "ggml-hex: %s dspqueue_create failed: 0x%08x\n"
   "ggml-hex: %s: invalid physical CDSP core %d\n"
 Both: "... allocating new registry : ndev %zu\n", "ggml-hex: Hexagon Arch version v%d[, DMA64 %s]\n".
+0.3.28 and later (htp-drv.cpp, the FastRPC library loaded at run time; before any session, so the
+registry has no device and every session asked for failed):
+  "ggml-hex: failed to load %s: %s\n"        (libcdsprpc.so and dlerror(): no FastRPC on the machine)
 0.3.36 prints GGML_LOG_INFO lines only at log verbosity 4 (-lv 4), so a default run shows the
 failures (errors) but not the successes: a session with no line either way is "unconfirmed".
 """
@@ -46,6 +49,7 @@ _HEX_FORCED = re.compile(r"ggml-hex: forcing ndev to 1")
 _CODE = r"(?:error )?(0x[0-9a-fA-F]+)"
 # (pattern, what failed); group "name" is a session name, group "index" a session index (0.3.20)
 _HEX_FAILURES = [
+    (re.compile(r"ggml-hex: failed to load \S*libcdsprpc\S*?:()"), "driver"),
     (re.compile(r"ggml-hex: failed to reserve new session (?P<index>\d+) : " + _CODE), "reserve"),
     (re.compile(r"ggml-hex: failed to enable unsigned PD for session (?P<index>\d+) : " + _CODE), "unsigned-pd"),
     (re.compile(r"ggml-hex: failed to open session (?P<index>\d+) : " + _CODE), "open"),
