@@ -28,6 +28,13 @@ from .templating import render_template, shell_path
 
 
 
+def backend_absent(record) -> bool:
+    """hexbuild.runner.proof.backend_absent, imported on use."""
+    from .proof import backend_absent as absent
+
+    return absent(record)
+
+
 def check_dispatch(record, *, allow_cpu_fallback: bool = False) -> None:
     """hexbuild.runner.proof.check, imported on use: it loads the results parser."""
     from .proof import check
@@ -39,7 +46,7 @@ __all__ = [
     "BACKEND_OPS_FLAGS", "BENCH_FLAGS", "COMMON_FLAGS", "COMMON_SAME", "DEFAULT_DEST", "DEFAULT_MODELS",
     "KINDS", "KNOB_ALIASES", "LAUNCH_SCRIPTS", "MANIFEST", "MAX_SESSIONS", "PROMPTS_DIR", "RUN_TIMEOUT",
     "SESSION_VARS", "VALUE_OPTIONS", "VERBOSE_KNOBS", "Flag", "Invocation", "Prepared", "Revision",
-    "RunRecord", "RunRequest", "Sessions", "check_args", "check_dispatch", "check_sessions",
+    "RunRecord", "RunRequest", "Sessions", "backend_absent", "check_args", "check_dispatch", "check_sessions",
     "cpu_only", "default_dest", "default_models_dir",
     "execute", "flag_table", "given_groups", "htp_arch_number", "installed_tools", "knob_env",
     "launch_scripts", "model_path", "open_target", "prepare", "prepare_on", "read_manifest", "render",

@@ -56,6 +56,13 @@ def judge(inv: Invocation, results: dict[str, Any] | None, sessions: dispatch.Se
     return dispatch.verdict(results, requested, cpu_only=inv.cpu_only, session_log=sessions)
 
 
+def backend_absent(record) -> bool:
+    """The program failed because the backend registered no device: it could not even load the
+    FastRPC library ("failed to load libcdsprpc.so"), and llama.cpp then refused --device HTPn."""
+    d = getattr(record, "dispatch", None) or {}
+    return record.exit_code not in (0, None) and any(s.get("stage") == "driver" for s in d.get("sessions") or [])
+
+
 def check(record, *, allow_cpu_fallback: bool = False) -> None:
     """Raise CpuFallback (exit 12) when a run that exited 0 asked for HTP sessions and fell back
     to the CPU; with ``allow_cpu_fallback`` say it as a warning instead."""
@@ -64,7 +71,7 @@ def check(record, *, allow_cpu_fallback: bool = False) -> None:
     if d.get("cpu_only") and not reason:
         ui.info("the package is CPU only (no HTP libraries): nothing ran on the NPU")
         return
-    if not reason or record.exit_code not in (0, None):
+    if not reason or (record.exit_code not in (0, None) and not backend_absent(record)):
         return
     message = f"{record.target}: the run fell back to the CPU: {reason}"
     hint = dispatch.hint_for(d.get("code"), d.get("arch"))

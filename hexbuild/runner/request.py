@@ -36,6 +36,7 @@ class RunRequest:
     bench_output: str | None = None  # llama-bench -o, forced by hexbuild bench
     results_dir: str = "hexbuild-results"
     timeout: float | None = None  # None: RUN_TIMEOUT (targets' own default is meant for short calls)
+    cpu: bool = False  # no HTP device whatever the package holds (--allow-cpu-fallback's second run)
 
 
 @dataclass
@@ -99,6 +100,8 @@ def prepare_on(target, req: RunRequest, *, offline_ok: bool = False) -> Prepared
 
     sess = sessions(rev, ndev=req.ndev, devices=req.devices)
     no_htp = cpu_only(manifest)
+    if req.cpu:
+        sess = Sessions({}, [])
     if no_htp:
         if req.ndev or req.devices:  # asked for explicitly: nothing here can open them
             where = target.spec if dest in target.spec else f"{target.spec}:{dest}"
@@ -144,7 +147,7 @@ def prepare_on(target, req: RunRequest, *, offline_ok: bool = False) -> Prepared
                  model=req.model, prompt_path=prompt_path, extra=req.extra,
                  threads=str(req.threads if req.threads is not None else (target.default_threads() or 6)),
                  ubatch=str(req.ubatch), batch=req.batch, bench_output=req.bench_output, installed=installed,
-                 npu=not no_htp)
+                 npu=not (no_htp or req.cpu))
     inv.cpu_only = no_htp
     if installed is not None and "/" not in inv.tool and inv.argv[0].startswith("./bin/") \
             and inv.argv[0][len("./bin/"):] not in installed:
