@@ -8,6 +8,7 @@ quoted from users (real-board-0.3.28.log), and must still match what it prints."
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -34,7 +35,7 @@ def backend_lines(text: str) -> list[str]:
 
 
 def run_both(cli, spec: str, models: str, model: str, res: Path, extra: list[str]) -> tuple:
-    argv = ["--json", "run", "completion", "-t", spec, "--models-dir", models, "--model", model,
+    argv = ["--json", "-q", "run", "completion", "-t", spec, "--models-dir", models, "--model", model,
             "--results-dir", str(res), *extra]
     no = cli(*argv, "--", "-t", "2", "-n", "16", "--ignore-eos", "-p", PROMPT)
     yes = cli(*argv, "--allow-cpu-fallback", "--", "-t", "2", "-n", "16", "--ignore-eos", "-p", PROMPT)
@@ -82,4 +83,5 @@ def test_real_backend_on_the_virtual_board(cli, tmp_path, real_hexagon_package, 
     r = cli("--json", "doctor", "--target", virtual_board.spec, "--package", str(real_hexagon_package))
     assert r.rc == errors.ENVIRONMENT
     checks = {c["name"]: c for c in r.json["checks"]}
-    assert checks["device:fastrpc:library"]["status"] == "fail" and "libcdsprpc" in checks["device:fastrpc:library"]["fix"]
+    lib = checks["device:fastrpc:library"]
+    assert lib["status"] in ("fail", "missing") and "libcdsprpc" in json.dumps(lib), lib
