@@ -39,7 +39,7 @@ def check_real_answers(url: str, model_path_end: str) -> None:
     assert sum(1 for c in chunks if c.choices and c.choices[0].delta.content) > 1
 
 
-def test_real_server_on_qemu(cli, serve_state, tmp_path, real_linux_package, tiny_gguf, monkeypatch):
+def test_real_server_on_qemu(cli, serve_state, tmp_path, real_linux_package, tiny_gguf_ascii, monkeypatch):
     """The CPU-only open build follows the one rule (hexbuild/artifacts/npu.py): it serves with a
     warning, and NPU sessions asked of it are exit 12 before anything starts. The detached
     supervisor runs the hexbuild that was started, from a directory holding another hexbuild/."""
@@ -49,43 +49,43 @@ def test_real_server_on_qemu(cli, serve_state, tmp_path, real_linux_package, tin
     (elsewhere / "hexbuild").mkdir(parents=True)
     (elsewhere / "hexbuild" / "__init__.py").write_text("raise ImportError('not the hexbuild that was started')\n")
     monkeypatch.chdir(elsewhere)
-    r = cli("--json", "serve", "-t", spec, "--package", str(real_linux_package), "--model", str(tiny_gguf),
+    r = cli("--json", "serve", "-t", spec, "--package", str(real_linux_package), "--model", str(tiny_gguf_ascii),
             "--models-dir", str(tmp_path / "models"), "--port", str(port), "--ctx", "512", "--detach", "--ndev", "2")
     assert r.rc == 12 and "has no NPU libraries" in r.json["error"]["message"]
     assert port_free(port) and state_mod.records() == []
-    r = cli("--json", "serve", "-t", spec, "--model", tiny_gguf.name, "--models-dir", str(tmp_path / "models"),
+    r = cli("--json", "serve", "-t", spec, "--model", tiny_gguf_ascii.name, "--models-dir", str(tmp_path / "models"),
             "--port", str(port), "--ctx", "512", "--detach")
     assert r.rc == 0, r.err
     assert sum("runs on the CPU only" in line for line in r.err.splitlines()) == 1
     ready = r.json
-    assert ready["model_name"].endswith(tiny_gguf.name) and "listening on" in r.err
+    assert ready["model_name"].endswith(tiny_gguf_ascii.name) and "listening on" in r.err
     (rec,) = state_mod.records()
     assert rec["argv"][rec["argv"].index("--ctx-size") + 1] == "512" and "--device" not in rec["argv"]
-    check_real_answers(ready["url"], tiny_gguf.name)
+    check_real_answers(ready["url"], tiny_gguf_ascii.name)
     cp = subprocess.run(["curl", "-sf", "--max-time", "60", f"http://127.0.0.1:{port}/v1/completions",
                          "-d", json.dumps({"prompt": "the NPU", "max_tokens": 4})], capture_output=True, text=True)
     assert cp.returncode == 0 and json.loads(cp.stdout)["usage"]["completion_tokens"] == 4
-    chat = cli("--json", "chat", "-t", spec, "--model", tiny_gguf.name, "-p", "hello", "-n", "6")
+    chat = cli("--json", "chat", "-t", spec, "--model", tiny_gguf_ascii.name, "-p", "hello", "-n", "6")
     assert chat.rc == 0, chat.err
     assert chat.json["completion_tokens"] == 6 and chat.json["tokens_per_s"] > 0 and chat.json["ttft_s"] > 0
     assert cli("serve", "stop", "-t", spec).rc == 0
     assert port_free(port) and not pid_alive(ready["pid"]) and state_mod.records() == []
 
 
-def test_real_server_on_the_board_through_an_ssh_tunnel(cli, serve_state, tmp_path, real_linux_package, tiny_gguf,
+def test_real_server_on_the_board_through_an_ssh_tunnel(cli, serve_state, tmp_path, real_linux_package, tiny_gguf_ascii,
                                                          virtual_board, monkeypatch):
     for k, v in virtual_board.env.items():
         monkeypatch.setenv(k, v)
     dest, models = "/opt/serve/llama.cpp", "/opt/serve/gguf"
     port, device_port = free_port(), free_port()
     r = cli("--json", "serve", "-t", virtual_board.spec, "--package", str(real_linux_package), "--bundle-runtime",
-            "--dest", dest, "--models-dir", models, "--model", str(tiny_gguf),
+            "--dest", dest, "--models-dir", models, "--model", str(tiny_gguf_ascii),
             "--port", str(port), "--device-port", str(device_port), "--ctx", "512",
             "--allow-cpu-fallback", "--ready-timeout", "180", "--detach", "--", "-t", "2")
     assert r.rc == 0, r.err
     ready = r.json
     assert ready["forward"].startswith("SSH tunnel")
-    check_real_answers(ready["url"], tiny_gguf.name)
+    check_real_answers(ready["url"], tiny_gguf_ascii.name)
     assert cli("serve", "stop", "--all").rc == 0
     assert port_free(port) and state_mod.records() == []
     assert not pid_alive(ready["pid"])  # the board's processes are this machine's (a chroot)

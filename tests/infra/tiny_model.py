@@ -17,12 +17,12 @@ WORDS = ["hello", "world", "the", "a", "NPU", "Hexagon", "llama", "model", "fast
          "is", "on", "and", "of", "to", "in", "it", "run", "token", "ok"]
 
 
-def _vocab() -> tuple[list[bytes], list[float], list[int]]:
+def _vocab(n_bytes: int = 256) -> tuple[list[bytes], list[float], list[int]]:
     import gguf
 
     tokens: list[bytes] = [b"<unk>", b"<s>", b"</s>"]
     types = [gguf.TokenType.UNKNOWN, gguf.TokenType.CONTROL, gguf.TokenType.CONTROL]
-    for b in range(256):
+    for b in range(n_bytes):
         tokens.append(f"<0x{b:02X}>".encode())
         types.append(gguf.TokenType.BYTE)
     pieces = ["\u2581" + w for w in WORDS] + list("abcdefghijklmnopqrstuvwxyz") + ["\u2581"]
@@ -32,20 +32,23 @@ def _vocab() -> tuple[list[bytes], list[float], list[int]]:
     while len(tokens) % 32:  # a row count the quantized output matrix can take
         tokens.append(f"<pad{len(tokens)}>".encode())
         types.append(gguf.TokenType.UNUSED)
-    scores = [0.0] * 3 + [-1000.0] * 256 + [-float(i) for i in range(len(tokens) - 259)]
+    scores = [0.0] * 3 + [-1000.0] * n_bytes + [-float(i) for i in range(len(tokens) - 3 - n_bytes)]
     return tokens, scores, [int(t) for t in types]
 
 
 def write_tiny_gguf(path: Path, *, n_layer: int = 2, n_embd: int = 128, n_head: int = 4, n_ff: int = 256,
-                    seed: int = 1234, quant: str = "Q4_0") -> Path:
-    """Write the model to ``path`` (atomically) and return it. Deterministic for a given seed."""
+                    seed: int = 1234, quant: str = "Q4_0", ascii_bytes: bool = False) -> Path:
+    """Write the model to ``path`` (atomically) and return it. Deterministic for a given seed.
+    ``ascii_bytes``: byte-fallback tokens <0x00>..<0x7F> only, so every sampled token decodes to
+    valid UTF-8 (llama-server of the 0.3.28-0.3.32 trees answers HTTP 500 on a lone non-ASCII
+    byte token)."""
     import gguf
     import numpy as np
     from gguf.quants import quantize
 
     qtype = getattr(gguf.GGMLQuantizationType, quant)
     rng = np.random.default_rng(seed)
-    tokens, scores, types = _vocab()
+    tokens, scores, types = _vocab(128 if ascii_bytes else 256)
     n_vocab = len(tokens)
     path = Path(path)
     tmp = path.with_name(path.name + ".part")
@@ -102,3 +105,9 @@ def write_tiny_gguf(path: Path, *, n_layer: int = 2, n_embd: int = 128, n_head: 
 @pytest.fixture(scope="session")
 def tiny_gguf(tmp_path_factory) -> Path:
     return write_tiny_gguf(tmp_path_factory.mktemp("models") / "tiny-q4_0.gguf")
+
+
+@pytest.fixture(scope="session")
+def tiny_gguf_ascii(tmp_path_factory) -> Path:
+    """The tiny model with ASCII byte tokens only (for llama-server: every answer is valid UTF-8)."""
+    return write_tiny_gguf(tmp_path_factory.mktemp("models") / "tiny-ascii-q4_0.gguf", ascii_bytes=True)
