@@ -37,7 +37,8 @@ def test_build_makes_the_host_library_and_the_skels(real_hexagon_build):
     assert "hmx" in manifest["lacks"] and "hmx" in result["lacks"]
     assert "no HMX in the NPU libraries" in stderr or result["status"] == "up-to-date"
     log = Path(result["log"]).read_text(errors="replace")
-    assert "HMX cannot be assembled by open LLVM" in log or result["status"] == "up-to-date"
+    if "hmx-matmul-ops.c" in log:  # compiled in this build (a warm one may only relink): the driver says why it is empty
+        assert "HMX cannot be assembled by open LLVM" in log
 
 
 def test_verify_reads_every_file_of_the_real_package(real_hexagon_package):

@@ -74,7 +74,7 @@ def test_real_backend_on_the_virtual_board(cli, tmp_path, real_hexagon_package, 
                                            monkeypatch):
     for k, v in virtual_board.env.items():
         monkeypatch.setenv(k, v)
-    dest, models = "/opt/llama.cpp", "/opt/gguf"
+    dest, models = "/opt/hexagon/llama.cpp", "/opt/hexagon/gguf"  # the session's board is shared: a place of its own
     r = cli("--json", "deploy", str(real_hexagon_package), "-t", virtual_board.spec, "--dest", dest,
             "--models-dir", models, "--model", str(tiny_gguf), "--bundle-runtime")
     assert r.rc == 0, r.err

@@ -545,10 +545,14 @@ def test_built_package_that_fails_verification_exits_5(docker_host, toolchain_im
 def _local_toolchain_env(tmp_path, tree):
     """What the toolchain image sets, pointing at the same stand-ins on this machine (clang-19,
     cmake and ninja are installed here): `--engine local` as docs/ci/github-local-engine.yml runs it."""
+    from tests.infra.toolchain_double import local_sdk
+
     tc = REPO / "docker" / "toolchain-fixture"
+    sdk = tmp_path / "hexagon-sdk"  # the double's SDK laid out here (once per test), its Hexagon tools LLVM 21
+    if not sdk.exists():
+        local_sdk(sdk)
     return github(tmp_path, GITHUB_WORKSPACE=str(tree), ANDROID_NDK_ROOT=str(tc / "android-ndk"),
-                  HEXAGON_SDK_ROOT=str(tc / "hexagon-sdk"),
-                  HEXAGON_TOOLS_ROOT=str(tc / "hexagon-sdk" / "tools" / "HEXAGON_Tools" / "19.0.07"))
+                  HEXAGON_SDK_ROOT=str(sdk), HEXAGON_TOOLS_ROOT=str(sdk / "tools" / "HEXAGON_Tools" / "21.1.8"))
 
 
 def test_release_with_the_local_engine(tmp_path):

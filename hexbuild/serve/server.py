@@ -115,7 +115,8 @@ def _deploy(target, req: ServeRequest, dest: str, models_dir: str, push_model: P
             ui.info(f"pushing {push_model.name} to {target.spec}:{models_dir}")
         with ui.progress() as progress:
             task = progress.add_task(push_model.name, total=plan.push_bytes or None)
-            push_models(target, models_dir, plan, lambda n: progress.update(task, advance=n), lambda _: None)
+            push_models(target, models_dir, plan, lambda n, wire=None: progress.update(task, advance=n),
+                        lambda _: None)
         return
     opts = DeployOptions(dest=dest, models=models, models_dir=models_dir,
                          bundle_runtime=bool(_setting(settings, "deploy.bundle_runtime", False)),
