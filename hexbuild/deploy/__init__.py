@@ -30,7 +30,9 @@ good files are kept (re-hashed on the device) and the job finishes. A plain dire
 ``<dest>`` (e.g. from ``adb push``) is adopted: its files are hashed on the device and linked
 into the first release, and it is renamed aside as the rollback release (the one moment without
 ``<dest>`` is between that rename and the symlink rename, in a single device shell command).
-``--rollback`` points ``<dest>`` back at the release recorded as previous.
+``--rollback`` points ``<dest>`` back at the release recorded as previous, once that release
+hashes as its manifest says (kept.py: the hard links make a change in place of the live install
+reach it too); ``--verify`` checks and repairs that kept release as well.
 One deploy at a time per destination: a lock directory beside ``<dest>`` (lock.py) makes a
 second deploy wait (``--wait``) or fail naming the holder; stale locks are broken.
 Before anything, one device call checks that the device's tools can run these scripts

@@ -17,6 +17,7 @@ from ..targets.tools import require_tools
 from ..ui import ui
 from .apply import apply_plan
 from .checkpoints import cancel, checkpoint, fault
+from .kept import check_kept
 from .layout import Layout, read_live, release_id
 from .lock import DeployLock
 from .models import Model, plan_models, push_models
@@ -121,6 +122,7 @@ def deploy_one(target: Target, pkg: Package | None, models: list[Model], opts: D
                                "release was removed", hint="free space on the device, then deploy again") from None
         if opts.verify:
             verify_install(target, lay, want, progress, res, checked_live=plan.in_place, repaired=plan.repair)
+            check_kept(target, lay, plan.previous, want, progress, res)
         done = push_models(target, models_dir, model_plan, progress, lambda name: checkpoint(target, name))
         res.models = done
         res.files_pushed += sum(1 for m in done if m["status"] == "pushed")

@@ -59,12 +59,14 @@ def send(target: Target, root: str, rels: Sequence[str], want: dict[str, Package
 
 
 def repair(target: Target, root: str, rels: set[str], want: dict[str, PackageFile],
-           progress: ByteProgress, res: TargetResult) -> None:
-    """Replace drifted files of the *live* release one by one: each arrives under a temporary
-    name and is renamed over the old one, so every file is always whole."""
+           progress: ByteProgress, res: TargetResult, *, counted: bool = True) -> None:
+    """Replace drifted files of a release one by one: each arrives under a temporary name and is
+    renamed over the old one, so every file is always whole. ``counted``: they are the live
+    release's (``res.repaired``), not the kept one's."""
     sent = send(target, root, sorted(rels), want, progress, res, temp=True)
     pairs = [p for rel, name in sorted(sent.items())
              for p in (posixpath.relpath(name, root), rel)]
     for chunk in batches(pairs, group=2):
         target.sh(_RENAME_PAIRS, root, *chunk, what="replacing drifted files")
-    res.repaired = (res.repaired or 0) + len(rels)
+    if counted:
+        res.repaired = (res.repaired or 0) + len(rels)

@@ -37,6 +37,8 @@ class TargetResult:
     plan: dict[str, Any] | None = None  # with --dry-run: what would be pushed and removed
     glibc: dict[str, Any] | None = None  # {"target": "2.31", "package": "2.36"} on Linux targets
     warnings: list[str] = field(default_factory=list)  # e.g. no skel for this device's HTP arch
+    # with --verify: the release kept for rollback, {release, repaired: [...], differs: [...]}
+    kept_release: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
