@@ -286,6 +286,22 @@ def _(c):
             "--results-dir", str(c.work / "results")]
 
 
+@case("program-of-another-architecture", U, "is an AArch64 program and this machine is")
+def _(c):
+    import platform
+
+    if platform.machine() in ("aarch64", "arm64"):
+        pytest.skip("the package's AArch64 programs are this machine's own")
+    dest = c.tmp / "local" / "llama.cpp"
+    pkg = ef.make_package(c.tmp / "pkgs" / "linux", os="linux", htp=[])
+    from hexbuild.deploy import DeployOptions, deploy
+
+    (res,) = deploy(pkg, [parse_target(f"local:{dest}")], DeployOptions())
+    assert res.status == "ok", res.error
+    c.watched.append(dest.parent)
+    return ["run", "cli", "--target", f"local:{dest}", "--results-dir", str(c.work / "results")]
+
+
 # -- the device side ---------------------------------------------------------------------------------------
 @case("disk-fills-during-push", D, "no space left on the device")
 def _(c):

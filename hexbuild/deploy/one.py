@@ -26,7 +26,7 @@ from .package import Package
 from .plan import plan_release
 from .result import TargetResult
 from .rollback import rollback
-from .runtime import check_glibc
+from .runtime import check_glibc, foreign_note
 from .scripts import launch_scripts_for, script_files
 from .space import check_space
 from .verify import verify_install
@@ -68,6 +68,10 @@ def deploy_one(target: Target, pkg: Package | None, models: list[Model], opts: D
             res.warnings.append(skel)
             ui.warn(f"{target.spec}: {skel}")
         res.glibc = check_glibc(target, pkg, bundled=bool(opts.runtime_files))  # refused before the lock
+        foreign = foreign_note(pkg, target)
+        if foreign:
+            res.warnings.append(foreign)
+            ui.warn(f"{target.spec}: {foreign}")
         want = dict(pkg.files)
         want.update(opts.runtime_files)
         scripts = launch_scripts_for(target, info, pkg, dest, models_dir, opts)

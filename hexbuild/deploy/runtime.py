@@ -55,6 +55,25 @@ def check_package_os(pkg: Package, target: Target) -> None:
                          hint="build for Linux: hexbuild build --os linux")
 
 
+def foreign_note(pkg: Package, target: Target) -> str | None:
+    """The one line deploy says when the package's programs cannot start where the target runs
+    them (an AArch64 package on ``local:`` of an x86-64 machine): still deployed, since local:
+    is also a staging tree, but ``run`` will refuse them."""
+    from ..artifacts.elf import is_elf
+
+    for rel, f in sorted(pkg.files.items()):
+        if rel.startswith("bin/") and is_elf(f.local):
+            arch = target.foreign(str(f.local))
+            if not arch:
+                return None
+            from ..targets.local import this_machine
+
+            _, hint = target.foreign_message(rel, arch)  # type: ignore[attr-defined]
+            return (f"the package's programs are {arch} and this machine is {this_machine()[0]}: {target.kind}: "
+                    f"starts them natively, so they cannot run from here ({hint})")
+    return None
+
+
 _NEEDS_LOCK = threading.Lock()
 
 

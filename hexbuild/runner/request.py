@@ -154,6 +154,8 @@ def prepare_on(target, req: RunRequest, *, offline_ok: bool = False) -> Prepared
         raise EnvironmentMissing(f"{inv.argv[0][len('./bin/'):]} is not installed in {dest}/bin on {target.spec}",
                                  hint="deploy a build that has it")
     inv.argv = through_loader(inv.argv, loader_of((manifest or {}).get("runtime"), dest))
+    if reachable and not offline_ok:
+        target.check_runnable(inv.argv, inv.cwd)  # local: of another architecture, before anything is written
     return Prepared(target, inv, prompt_upload, sessions=sess.names, cpu_only=cpu_only_note(manifest))
 
 

@@ -202,6 +202,15 @@ class Target(ABC):
     def preflight(self) -> None:
         """Check what this machine itself needs for the target (EnvironmentMissing), before any work."""
 
+    def foreign(self, path: str) -> str | None:
+        """The architecture of the program at ``path`` (a file of this machine) when this target
+        cannot start it: only targets that run programs on this machine can tell."""
+        return None
+
+    def check_runnable(self, argv: Sequence[str], cwd: str | None = None) -> None:
+        """UsageError in one line when ``argv``'s program is one this target cannot start (local:
+        on a machine of another architecture); nothing is run."""
+
     def default_threads(self) -> int | None:
         """CPU threads a run gets when -t/run.threads says nothing (None: the phones' 6)."""
         return None

@@ -3,19 +3,44 @@ staging tree). Same shell scripts as the remote targets, run with this machine's
 
 from __future__ import annotations
 
+import errno
 import os
+import platform
 import selectors
 import subprocess
 import time
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from ..errors import EnvironmentMissing, RemoteFailed
+from ..errors import EnvironmentMissing, RemoteFailed, UsageError
 from ..ui import ui
 from .base import ByteProgress, DeviceInfo, OutputSink, TargetCaps, TargetKind, TargetSettings
 from .posix import ShellTarget
 
 CHUNK = 1024 * 1024
+# e_machine of the ELF header → a name people use; uname -m → the e_machine it runs natively
+ELF_MACHINES = {3: "x86", 8: "MIPS", 20: "PowerPC", 21: "PowerPC64", 22: "s390x", 40: "ARM", 62: "x86-64",
+                164: "Hexagon", 183: "AArch64", 243: "RISC-V"}
+NATIVE = {"x86_64": 62, "amd64": 62, "i386": 3, "i686": 3, "aarch64": 183, "arm64": 183, "armv7l": 40,
+          "armv8l": 40, "riscv64": 243, "ppc64le": 21, "ppc64": 21, "s390x": 22}
+
+
+def elf_machine(path: str) -> int | None:
+    """The ELF header's e_machine (either byte order), None for anything that is not ELF."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(20)
+    except OSError:
+        return None
+    if len(head) < 20 or head[:4] != b"\x7fELF":
+        return None
+    return int.from_bytes(head[18:20], "big" if head[5] == 2 else "little")
+
+
+def this_machine() -> tuple[str, int | None]:
+    m = platform.machine()
+    code = NATIVE.get(m.lower())
+    return (ELF_MACHINES.get(code, m) if code else m), code
 
 
 class LocalTarget(ShellTarget):
@@ -32,6 +57,34 @@ class LocalTarget(ShellTarget):
     def probe(self, dest: str) -> DeviceInfo:
         return self.probe_linux(self.expand(dest))
 
+    def foreign(self, path: str) -> str | None:
+        machine = elf_machine(path)
+        _, native = this_machine()
+        if machine is None or native is None or machine == native:
+            return None
+        return ELF_MACHINES.get(machine, f"ELF machine {machine}")
+
+    def _program_path(self, argv: Sequence[str], cwd: str | None) -> str | None:
+        program = str(argv[0]) if argv else ""
+        if "/" not in program:
+            return None  # found on PATH: this machine's own programs
+        return program if os.path.isabs(program) else os.path.join(cwd or self.root, program)
+
+    def foreign_message(self, program: str, arch: str) -> tuple[str, str]:
+        host, _ = this_machine()
+        message = (f"{self.spec}: {os.path.basename(program)} is an {arch} program and this machine is {host}: "
+                   f"{self.kind}: starts the package's programs natively")
+        hint = (f"run it under qemu-aarch64 from the same directory: --target qemu:{self.root}" if arch == "AArch64"
+                else f"run it on an {arch} machine")
+        return message, hint
+
+    def check_runnable(self, argv: Sequence[str], cwd: str | None = None) -> None:
+        path = self._program_path(argv, cwd)
+        arch = self.foreign(path) if path else None
+        if arch:
+            message, hint = self.foreign_message(path, arch)
+            raise UsageError(message, hint=hint)
+
     def home(self) -> str:
         return str(Path.home())
 
@@ -46,6 +99,12 @@ class LocalTarget(ShellTarget):
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         except FileNotFoundError:
             return 127
+        except OSError as e:
+            if e.errno != errno.ENOEXEC:
+                raise
+            self.check_runnable(argv, cwd)  # names the architecture when it is an ELF file of another
+            raise UsageError(f"{self.spec}: cannot start {argv[0]}: this machine cannot execute it "
+                             "(Exec format error: neither a program of its architecture nor a script with #!)") from None
         except NotADirectoryError:
             raise EnvironmentMissing(f"{self.spec}: not a directory: {cwd}") from None
         deadline = time.monotonic() + t

@@ -85,6 +85,9 @@ class QemuTarget(LocalTarget):
         info.extra["emulator"] = self.qemu
         return info
 
+    def foreign(self, path: str) -> str | None:
+        return None if is_aarch64_elf(path) else super().foreign(path)  # AArch64: the emulator's
+
     def default_threads(self) -> int | None:
         # emulated threads beyond this machine's cores only contend: -t 6 on 2 cores is ~10x slower
         return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
