@@ -25,8 +25,8 @@ def device_checks(result) -> dict[str, dict]:
     return {c["name"][len("device:"):]: c for c in result.json["checks"] if c["name"].startswith("device:")}
 
 
-def doctor(cli, target: str, *extra: str):
-    return cli("doctor", "--target", target, "--json", *extra)
+def doctor(cli, target: str, *extra: str, env: dict | None = None):
+    return cli("doctor", "--target", target, "--json", *extra, env=env)
 
 
 @pytest.fixture(scope="module")
@@ -139,6 +139,7 @@ def test_selinux_context_of_an_app_is_a_warning(cli, v73_phone):
     check = device_checks(r)["selinux"]
     assert check["status"] == "warn" and "untrusted_app" in check["detail"]
     assert "adb shell" in check["fix"]
+    assert not check["required"] and r.rc == 0 and r.json["ok"], r.err  # a warning is not a failure
 
 
 def test_memory_against_the_plan(cli, make_fastrpc_phone, tmp_path, android_pkg):
@@ -272,3 +273,74 @@ def test_the_virtual_board_glibc_is_read_for_real(cli, tmp_path, virtual_board, 
     assert cli("deploy", str(pkg), "--target", virtual_board.spec, "--dest", dest, "--bundle-runtime").rc == 0
     check = device_checks(doctor(cli, virtual_board.spec, "--dest", dest))["glibc"]
     assert check["status"] == "ok" and "its own runtime" in check["detail"]
+
+
+# -- what the package and the target can do: CPU-only packages, qemu: ----------------------------------
+SYSROOT = "/usr/aarch64-linux-gnu"  # Debian's libc6-arm64-cross (scripts/setup-test-env.sh)
+NPU_CHECKS = ("fastrpc:library", "fastrpc:device-node", "fastrpc:unsigned-pd-shell", "adsp-library-path")
+
+
+def cpu_only(pkg: Path, os_name: str) -> Path:
+    """What the open toolchain (or GGML_HEXAGON=OFF) builds: no Hexagon host library, no skels."""
+    for p in (pkg / "lib").glob("libggml-h*.so*"):
+        p.unlink()
+    (pkg / "manifest.json").write_text(json.dumps({"os": os_name, "toolchain": "open", "lacks": ["htp"]}))
+    return pkg
+
+
+def test_a_cpu_only_package_needs_no_fastrpc_runtime(cli, make_fastrpc_phone, tmp_path):
+    dev = make_fastrpc_phone("SM8750", runtime=False, selinux=None)  # no libcdsprpc, node or unsigned PD
+    pkg = cpu_only(make_package(tmp_path / "cpu", "android", ()), "android")
+    assert cli("deploy", str(pkg), "--target", f"adb:{dev.serial}").rc == 0
+    r = doctor(cli, f"adb:{dev.serial}")
+    assert r.rc == 0, r.err
+    checks = device_checks(r)
+    assert checks["npu"]["status"] == "info" and "CPU only" in checks["npu"]["detail"]
+    for name in NPU_CHECKS:  # still shown (what an NPU package would meet), never required
+        assert checks[name]["status"] == "missing" and not checks[name]["required"], name
+    # the same phone with an NPU package: the same checks are required again
+    assert cli("deploy", str(make_package(tmp_path / "npu", "android", ("v73",))), "--target",
+               f"adb:{dev.serial}").rc == 0
+    again = doctor(cli, f"adb:{dev.serial}")
+    assert again.rc == 3 and all(device_checks(again)[n]["required"] for n in NPU_CHECKS)
+
+
+def test_qemu_passes_a_cpu_only_package_and_takes_sysroot(cli, tmp_path):
+    pkg = cpu_only(make_package(tmp_path / "cpu", "linux", ()), "linux")
+    spec = f"qemu:{tmp_path / 'q' / 'llama.cpp'}"
+    assert cli("deploy", str(pkg), "--target", spec, "--sysroot", SYSROOT).rc == 0
+    r = doctor(cli, spec, "--sysroot", SYSROOT)
+    assert r.rc == 0, r.err
+    checks = device_checks(r)
+    assert checks["emulator"]["status"] == "ok" and SYSROOT in checks["emulator"]["detail"]
+    assert checks["npu"]["status"] == "ok" and "CPU only" in checks["npu"]["detail"]
+    assert not set(NPU_CHECKS) & set(checks)  # they would only probe this machine
+    assert checks["glibc"]["status"] in ("ok", "info") and "sysroot" in checks["glibc"]["detail"]
+    assert r.json["device"]["kind"] == "qemu"
+    # no sysroot and no open toolchain image to take one from: the emulator check fails with the fix
+    none = doctor(cli, spec, env={"DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"})
+    assert none.rc == 3 and device_checks(none)["emulator"]["status"] == "missing", none.err
+    assert "--sysroot" in device_checks(none)["emulator"]["fix"] and "device:emulator" in none.err
+    # a directory that is no sysroot is bad input, as for run and deploy
+    bad = doctor(cli, spec, "--sysroot", str(tmp_path))
+    assert bad.rc == 2 and "not an AArch64 glibc sysroot" in bad.err
+
+
+def test_qemu_with_an_npu_package_says_its_sessions_cannot_open(cli, tmp_path):
+    pkg = make_package(tmp_path / "npu", "linux", ("v68",))
+    spec = f"qemu:{tmp_path / 'q' / 'llama.cpp'}"
+    assert cli("deploy", str(pkg), "--target", spec, "--sysroot", SYSROOT).rc == 0
+    r = doctor(cli, spec, "--sysroot", SYSROOT)
+    assert r.rc == 3
+    check = device_checks(r)["npu"]
+    assert check["status"] == "missing" and check["required"] and "exit 12" in check["detail"]
+    assert "--toolchain open" in check["fix"] and "--allow-cpu-fallback" in check["fix"]
+    assert r.err.count("hexbuild: error:") == 1 and "device:npu" in r.err
+
+
+def test_the_human_table_prints_check_names_as_written(cli, tmp_path):
+    pkg = cpu_only(make_package(tmp_path / "cpu", "linux", ()), "linux")
+    spec = f"local:{tmp_path / 'l' / 'llama.cpp'}"
+    assert cli("deploy", str(pkg), "--target", spec).rc == 0
+    r = cli("doctor", "--target", spec)
+    assert "package:" in r.out and "\U0001f4e6" not in r.out  # rich made ':package:' an emoji

@@ -22,6 +22,8 @@ def doctor(
     model: Optional[str] = typer.Option(None, "--model", "-m", metavar="FILE.gguf",
                                         help="Check the device's free memory against the plan for this model."),
     dest: Optional[str] = typer.Option(None, "--dest", help="Install directory on the target (default: deploy.dest)."),
+    sysroot: Optional[str] = typer.Option(None, "--sysroot", metavar="DIR",
+                                          help="AArch64 glibc runtime for a qemu: target (default: the open toolchain image's)."),
 ) -> None:
     """Check Python packages, the Docker engine, adb and devices, SSH, and the source tree;
     with --target, the device checks behind a session that will not open."""
@@ -33,14 +35,14 @@ def doctor(
     bad = [w for w in items if w not in WORK]
     if bad:
         raise UsageError(f"--for {bad[0]!r} is not a kind of work; choose from {', '.join(WORK)}")
-    if (package or model or dest) and not target:
-        raise UsageError("--package, --model and --dest describe a device: give --target T too")
+    if (package or model or dest or sysroot) and not target:
+        raise UsageError("--package, --model, --dest and --sysroot describe a device: give --target T too")
     if model:
         from pathlib import Path
 
         if not Path(model).is_file():
             raise UsageError(f"--model {model}: no such file" if not Path(model).exists() else f"--model {model}: not a file")
-    s = common.settings(source=source, **{"build.engine": engine, "deploy.dest": dest})
+    s = common.settings(source=source, **{"build.engine": engine, "deploy.dest": dest, "linux.sysroot": sysroot})
     checks = run_checks(work=items, source=common.source_dir(s), docker_engine=s["build.engine"])
     device = None
     if target:
@@ -65,6 +67,7 @@ def doctor(
 
 def render(checks):
     from rich.table import Table
+    from rich.text import Text
 
     table = Table()
     for col in ("check", "status", "detail", "fix"):
@@ -72,7 +75,9 @@ def render(checks):
     colours = {"ok": "green", "missing": "red", "warn": "yellow", "info": "dim"}
     for c in checks:
         status = c.status if c.status != "missing" or c.required else "absent"
-        table.add_row(c.name + (" *" if c.required else ""), f"[{colours[c.status]}]{status}[/]", c.detail, c.fix or "")
+        # Text, not markup: 'device:package:htp-lib' would print an emoji, a '[' in a path vanish
+        table.add_row(Text(c.name + (" *" if c.required else "")), Text(status, style=colours[c.status]),
+                      Text(c.detail), Text(c.fix or ""))
     return table
 
 

@@ -21,9 +21,12 @@ from typing import Any
 
 from .. import data
 from ..doctor import Check
+from ..errors import EnvironmentMissing
 from ..targets import socs
 from ..targets.base import DeviceInfo, Target
 from ..artifacts.glibc import key
+from ..artifacts.npu import CPU, npu_support
+from .capability import NPU_ONLY, emulator_check, npu_check
 from .probe import DeviceFacts, gather
 
 # Libraries whose glibc needs stand for the whole package when it is only on the device.
@@ -90,8 +93,12 @@ def check_device(target: Target, *, dest: str | None = None, package: str | Path
     local = package_manifest(package)
     manifest = local if local is not None else deployed
     ctx = _Context(target, info, facts, dest, lib_dir, skel, arch, manifest, deployed, local is not None, side)
-    checks = [ctx.soc(), ctx.htp_lib(), ctx.sessions(), ctx.library(), ctx.nodes(), ctx.adsp_path(),
-              ctx.unsigned_shell(), ctx.selinux()]
+    emulated = target.caps.emulator  # capability.py: no NPU there, and the runtime is the sysroot's
+    if emulated:
+        checks = [emulator_check(target), npu_check(target, manifest, dest, emulated=True)]
+    else:
+        checks = [ctx.soc(), npu_check(target, manifest, dest, emulated=False), ctx.htp_lib(), ctx.sessions(),
+                  ctx.library(), ctx.nodes(), ctx.adsp_path(), ctx.unsigned_shell(), ctx.selinux()]
     if os_name == "android":
         checks.append(ctx.android())
     if model is not None:
@@ -99,8 +106,9 @@ def check_device(target: Target, *, dest: str | None = None, package: str | Path
     if os_name == "linux":
         checks.append(ctx.glibc(package))
     checks += [ctx.shell(), ctx.tools()]
+    cpu_only = npu_support(manifest) == CPU
     for c in checks:
-        c.required = c.status == "missing"
+        c.required = c.status == "missing" and not (cpu_only and c.name in NPU_ONLY)
     return info, checks
 
 
@@ -134,6 +142,8 @@ class _Context:
     def htp_lib(self) -> Check:
         if self.manifest is None:
             return self._no_package("package:htp-lib")
+        if npu_support(self.manifest) == CPU:
+            return Check("package:htp-lib", "info", "a CPU-only package has no HTP libraries")
         have = sorted({p[len("lib/libggml-htp-"):-3] for p in self.files if p.startswith("lib/libggml-htp-")
                        and p.endswith(".so")}, key=lambda v: arch_number(v) or 0)
         where = "the package" if self.from_package else f"the install at {self.dest}"
@@ -277,24 +287,32 @@ class _Context:
         none) against the device's glibc (hexbuild.artifacts.glibc does the reading)."""
         from ..artifacts.glibc import parse_version, summary
 
-        have = parse_version(self.facts.get("glibc")) if "libc" in self.facts.get("glibc").lower() else None
+        if self.target.caps.emulator:  # the programs see the sysroot's glibc, not this machine's
+            try:
+                have = self.target.glibc_version()
+            except EnvironmentMissing:  # no sysroot: the emulator check says so
+                have = None
+            dev = "sysroot"
+        else:
+            have = parse_version(self.facts.get("glibc")) if "libc" in self.facts.get("glibc").lower() else None
+            dev = "device"
         per_file = self._glibc_needs(package)
         need = summary(per_file).get("GLIBC")
         if (self.manifest or {}).get("runtime"):
-            return Check("glibc", "ok", f"the install brings its own runtime (deploy --bundle-runtime); device glibc "
+            return Check("glibc", "ok", f"the install brings its own runtime (deploy --bundle-runtime); {dev} glibc "
                          f"{have or 'unknown'}")
         if need is None:
-            return Check("glibc", "info", f"device glibc {have or 'unknown'}; the package asks for no GLIBC_ version "
+            return Check("glibc", "info", f"{dev} glibc {have or 'unknown'}; the package asks for no GLIBC_ version "
                          "(static, or nothing deployed)")
         who = max((r for r, v in per_file.items() if v.get("GLIBC") == need), default="?")
         if have is None:
-            return Check("glibc", "warn", f"the package needs GLIBC_{need} ({who}); the device's glibc is unknown "
+            return Check("glibc", "warn", f"the package needs GLIBC_{need} ({who}); the {dev}'s glibc is unknown "
                          "(musl, or no getconf/ldd)")
         if key(have) < key(need):
-            return Check("glibc", "missing", f"the package needs GLIBC_{need} ({who}) but the device has glibc {have}: "
+            return Check("glibc", "missing", f"the package needs GLIBC_{need} ({who}) but the {dev} has glibc {have}: "
                          "its programs will not start", fix="hexbuild deploy --bundle-runtime (ships the image's loader "
                          "and libc), or build against glibc " + have + " or older")
-        return Check("glibc", "ok", f"device glibc {have} >= GLIBC_{need} ({who})")
+        return Check("glibc", "ok", f"{dev} glibc {have} >= GLIBC_{need} ({who})")
 
     def _glibc_needs(self, package: str | Path | None) -> dict[str, dict[str, str]]:
         from ..artifacts.glibc import needs, package_needs

@@ -82,6 +82,9 @@ class TargetCaps:
     package_oses: tuple[str, ...] = ("android", "linux")  # packages whose programs it can run
     forward: bool = False  # can expose a device TCP port on this machine's loopback
     glibc_check: bool = False  # deploy compares the package's glibc needs with the target's glibc
+    # its programs run under an emulator on this machine (qemu:): an AArch64 CPU and no NPU, and
+    # the glibc they see is the emulator's sysroot's, not this machine's
+    emulator: bool = False
 
 
 @dataclass(frozen=True)
