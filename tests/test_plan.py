@@ -403,10 +403,10 @@ def test_not_a_gguf(tmp_path, cli):
     bogus = tmp_path / "model.gguf"
     bogus.write_text("this is not a model\n")
     rc, out, err = run_cli(cli, "plan", "--model", str(bogus), "--json")
-    assert rc == errors.PARSE_FAILED
-    assert json.loads(out)["error"]["message"].endswith("not a GGUF file (no GGUF magic at the start)")
+    assert rc == errors.USAGE  # README's bad-input row model-not-gguf
+    assert json.loads(out)["error"]["message"].endswith("is not a GGUF file (it starts with b'this', not b'GGUF')")
     rc, out, err = run_cli(cli, "plan", "--model", str(tmp_path / "missing.gguf"))
-    assert rc == errors.USAGE and "no such file" in err
+    assert rc == errors.USAGE and "model file not found" in err
 
 
 def test_model_without_repackable_weights(tmp_path, cli):

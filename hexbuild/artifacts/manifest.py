@@ -136,20 +136,46 @@ def file_records(entries: list[Entry]) -> list[dict[str, Any]]:
         return list(pool.map(_file_record, files))
 
 
-def load_meta(pkg: Path, *, strict: bool = True) -> dict[str, Any]:
-    """The build metadata in PKG/manifest.json (without its file list); {} when there is none.
-    A damaged file is PackageFailed, or ignored with ``strict=False``."""
+def parse_manifest(raw: bytes | str, shown: Path | str) -> dict[str, Any]:
+    """A package manifest's text as a dict, by the one rule every command follows (README's bad
+    input rows package-manifest-truncated and package-manifest-newer, both exit 2): what is not a
+    JSON object is damaged; a schema above this hexbuild's was written by a newer one, whose
+    fields this one could misread. A manifest without ``schema`` (hand-written metadata, or one
+    from before the field) is read as schema 1."""
+    try:
+        doc = json.loads(raw)
+        if not isinstance(doc, dict):
+            raise ValueError("not a JSON object")
+        schema = doc.get("schema", SCHEMA)
+        if isinstance(schema, bool) or not isinstance(schema, int):
+            raise ValueError(f"schema is {schema!r}, not a number")
+    except (UnicodeDecodeError, ValueError) as e:
+        raise UsageError(f"the package's manifest.json is damaged ({str(e).splitlines()[0]}): {shown}",
+                         hint="rebuild the package (hexbuild build / hexbuild package), or copy it again") from None
+    if schema > SCHEMA:
+        raise UsageError(f"the package's manifest.json was written by a newer hexbuild "
+                         f"({doc.get('hexbuild_version', '?')}, manifest schema {schema}; this is {__version__}, "
+                         f"schema {SCHEMA}): {shown}", hint="upgrade hexbuild (pip install -U hexbuild)")
+    return doc
+
+
+def read_package_manifest(pkg: Path, shown: Path | str | None = None) -> dict[str, Any] | None:
+    """PKG/manifest.json by the one rule (``parse_manifest``); None when the package has none.
+    ``shown``: how to name the package in a message (the tarball it came from)."""
     path = Path(pkg) / MANIFEST
     try:
-        data = json.loads(path.read_text("utf-8"))
-        if not isinstance(data, dict):
-            raise ValueError("not a JSON object")
-    except FileNotFoundError:
-        return {}
-    except (OSError, ValueError) as e:
-        if not strict:
-            return {}
-        raise PackageFailed(f"{path}: not a valid manifest: {e}") from None
+        raw = path.read_bytes()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as e:
+        raise UsageError(f"cannot read the package's manifest.json ({e.strerror or e}): {shown or pkg}") from None
+    return parse_manifest(raw, shown or pkg)
+
+
+def load_meta(pkg: Path, *, shown: Path | str | None = None) -> dict[str, Any]:
+    """The build metadata in PKG/manifest.json (without its file list); {} when there is none.
+    A damaged or newer manifest is refused (``parse_manifest``)."""
+    data = read_package_manifest(pkg, shown) or {}
     return {k: v for k, v in data.items() if k not in ("schema", "hexbuild_version", "files")}
 
 
@@ -158,13 +184,13 @@ def package_os(pkg: Path, flag: str | None, default: str) -> str:
     the configured default."""
     if flag:
         return flag
-    meta_os = load_meta(pkg, strict=False).get("os")
+    meta_os = load_meta(pkg).get("os")
     return meta_os if meta_os in ("android", "linux") else default
 
 
 def package_toolchain(pkg: Path) -> str:
     """vendor or open: what built the package (manifests older than the open toolchain: vendor)."""
-    value = load_meta(pkg, strict=False).get("toolchain")
+    value = load_meta(pkg).get("toolchain")
     return value if value in ("vendor", "open") else "vendor"
 
 

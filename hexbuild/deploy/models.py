@@ -28,21 +28,11 @@ class Model:
 
 
 def local_model(path: Path) -> Model:
-    path = path.expanduser()
-    if path.is_dir():
-        raise UsageError(f"{path} is a directory, not a model file", hint="give the .gguf file itself")
-    if not path.is_file():
-        raise UsageError(f"model file not found: {path}")
+    from ..plan.gguf_layout import require_model_file
+
+    path = require_model_file(path)  # the same rows as plan --model: a directory, not GGUF
     if not path.name.endswith(".gguf"):
         raise UsageError(f"not a .gguf model file: {path}")
-    try:
-        with open(path, "rb") as f:
-            magic = f.read(4)
-    except OSError as e:
-        raise UsageError(f"cannot read the model {path}: {e.strerror}") from None
-    if magic != b"GGUF":
-        raise UsageError(f"{path} is not a GGUF file (it starts with {magic!r}, not b'GGUF')",
-                         hint="an interrupted or HTML download? fetch the model again")
     with HashCache() as cache:
         size, digest = cache.one(path)
     return Model(path, path.name, size, digest)

@@ -69,8 +69,7 @@ def load_package(path: Path) -> Package:
         raise UsageError(f"{path} is not a llama.cpp package (no lib/ or bin/)",
                          hint="pass the install prefix, e.g. pkg-snapdragon/llama.cpp")
     try:
-        _check_manifest(root, path)
-        meta = load_meta(root, strict=False)
+        meta = load_meta(root, shown=path)  # the one rule for a damaged or newer manifest
         entries = [e for e in scan(root) if e.kind != "dir"]
         with HashCache() as cache:
             digests = cache.many([e.target if e.kind == "symlink" else e.path for e in entries])
@@ -92,31 +91,6 @@ def load_package(path: Path) -> Package:
             tmp.cleanup()
         raise UsageError(f"package {path} has no files")
     return Package(root, files, {k: v for k, v in manifest.items() if k != "files"}, tmp)
-
-
-def _check_manifest(root: Path, shown: Path) -> None:
-    """A package's manifest.json, when there is one, must be whole and of a schema this
-    hexbuild reads: deploying on a guess would record wrong facts on the device."""
-    import json
-
-    from .. import __version__
-    from ..artifacts.manifest import MANIFEST, SCHEMA
-
-    path = root / MANIFEST
-    if not path.is_file():
-        return
-    try:
-        doc = json.loads(path.read_text("utf-8"))
-        if not isinstance(doc, dict):
-            raise ValueError("not a JSON object")
-    except (UnicodeDecodeError, ValueError) as e:
-        raise UsageError(f"the package's manifest.json is damaged ({str(e).splitlines()[0]}): {shown}",
-                         hint="rebuild the package (hexbuild build / hexbuild package), or copy it again") from None
-    schema = doc.get("schema")
-    if isinstance(schema, int) and schema > SCHEMA:
-        raise UsageError(f"the package's manifest.json was written by a newer hexbuild "
-                         f"({doc.get('hexbuild_version', '?')}, manifest schema {schema}; this is {__version__}, "
-                         f"schema {SCHEMA}): {shown}", hint="upgrade hexbuild (pip install -U hexbuild)")
 
 
 def _extract(tarball: Path, into: Path) -> Path:

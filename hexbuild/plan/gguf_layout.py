@@ -113,6 +113,26 @@ class _Cursor:
         raise ValueError(f"unknown metadata value type {vtype}")
 
 
+def require_model_file(path: str | Path) -> Path:
+    """``path`` as a model file, or UsageError (exit 2, README's bad-input rows model-is-a-directory
+    and model-not-gguf) for what is not one: a directory, nothing, a file without the GGUF magic
+    (an HTML error page saved as .gguf). Damage after the magic is the reader's to find (exit 9)."""
+    p = Path(path).expanduser()
+    if p.is_dir():
+        raise UsageError(f"{p} is a directory, not a model file", hint="give the .gguf file itself")
+    if not p.is_file():
+        raise UsageError(f"model file not found: {p}")
+    try:
+        with open(p, "rb") as f:
+            magic = f.read(4)
+    except OSError as e:
+        raise UsageError(f"cannot read the model {p}: {e.strerror}") from None
+    if magic != GGUF_MAGIC:
+        raise UsageError(f"{p} is not a GGUF file (it starts with {magic!r}, not b'GGUF')",
+                         hint="an interrupted or HTML download? fetch the model again")
+    return p
+
+
 def read_gguf_header(path: Path) -> GGUFHeader:
     """The metadata keys hexbuild needs and the tensor table, or ParseFailed with one line."""
     import mmap
@@ -182,9 +202,7 @@ def _shards(path: Path, header: GGUFHeader) -> list[Path]:
 def read_model(path: str | Path, rules: PlanRules = ASSUMED) -> ModelLayout:
     """Sum each layer's bytes from the GGUF tensor table (all shards of a split model), placing
     them by ``rules`` (the revision's repacked types and row limit)."""
-    p = Path(path)
-    if not p.is_file():
-        raise UsageError(f"{path}: no such file")
+    p = require_model_file(path)
     first = read_gguf_header(p)
     arch = first.fields.get("general.architecture") or "unknown"
     block_count = first.fields.get(f"{arch}.block_count")

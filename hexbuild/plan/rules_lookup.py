@@ -42,27 +42,25 @@ def _source_rules(root: Path) -> PlanRules:
 
 
 def _package_rules(path: Path) -> PlanRules:
-    import json
     import tarfile
 
+    from ..artifacts.manifest import parse_manifest, read_package_manifest
     from ..errors import UsageError
 
     meta: Any = None
     try:
         if path.is_dir():
-            meta = json.loads((path / "manifest.json").read_text("utf-8"))
+            meta = read_package_manifest(path)  # the one rule for a damaged or newer manifest
         elif path.is_file():
             with tarfile.open(path, "r:*") as tar:
                 member = next((m for m in tar.getmembers() if m.isfile()
                                and m.name.lstrip("./").count("/") <= 1 and m.name.endswith("manifest.json")), None)
                 f = tar.extractfile(member) if member is not None else None
-                meta = json.loads(f.read().decode("utf-8")) if f is not None else None
+                meta = parse_manifest(f.read(), path) if f is not None else None
         else:
             raise UsageError(f"package not found: {path}")
-    except FileNotFoundError:
-        meta = None
-    except (OSError, ValueError, tarfile.TarError, EOFError) as e:
-        raise UsageError(f"cannot read the manifest of package {path}: {e}") from None
+    except (OSError, tarfile.TarError, EOFError) as e:
+        raise UsageError(f"cannot read package {path}: {e}") from None
     rules = rules_from_manifest(meta.get("llama_cpp") if isinstance(meta, dict) else None, "package")
     if rules is None:
         raise UsageError(f"package {path}: its manifest carries no plan rules (built before hexbuild recorded them)",

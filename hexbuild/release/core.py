@@ -162,15 +162,15 @@ class Release(ReleaseStages):
 
     # -- pre-flight: everything that can be checked before a long build ----------------------
     def _preflight(self) -> None:
+        if self.opts.prebuilt:  # refused packages leave no dist directory behind
+            self._check_prebuilt()
         try:
             self.dist.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise UsageError(f"cannot create the dist directory {self.dist}: {e.strerror or e}") from None
         if not os.access(self.dist, os.W_OK):
             raise UsageError(f"the dist directory {self.dist} is not writable")
-        if self.opts.prebuilt:
-            self._check_prebuilt()
-        elif len(self.opts.oses) > 1:
+        if not self.opts.prebuilt and len(self.opts.oses) > 1:
             for key in ("build.build_dir", "build.install_dir"):
                 if self.settings[key]:
                     raise UsageError(f"{key} is set, but several OSes share it: each build needs its own",
@@ -181,6 +181,7 @@ class Release(ReleaseStages):
 
     def _check_prebuilt(self) -> None:
         from ..artifacts import package_os, require_package_dir
+        from ..artifacts.manifest import read_package_manifest
 
         if len(self.opts.prebuilt) != len(self.opts.oses) and len(self.opts.oses) > 1:
             raise UsageError(f"{len(self.opts.prebuilt)} --prebuilt package(s) for {len(self.opts.oses)} OSes",
@@ -192,6 +193,7 @@ class Release(ReleaseStages):
             explicit = label if eq and label in OSES else None
             path = Path(rest).expanduser() if explicit else Path(item)
             require_package_dir(path)
+            read_package_manifest(path)  # the one rule, before anything is built or written
             flag = explicit or (self.opts.oses[0] if single and self.opts.os_given else None)
             oses.append(package_os(path, flag, self.settings["build.os"]))
             paths.append(path)
