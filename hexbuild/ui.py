@@ -65,7 +65,8 @@ class UI:
 
     # -- human output (stderr) -------------------------------------------------------------
     def _line(self, text: str, *, stamp: bool = True) -> None:
-        if stamp and self.ci is not None and not self.interactive:
+        # no terminal (CI, a pipe, a log file) is enough: CI=true is not needed for timestamps
+        if stamp and not self.interactive:
             text = f"[{time.strftime('%H:%M:%S')}] {text}"
         print(text, file=self._stderr, flush=True)
 
@@ -80,7 +81,9 @@ class UI:
 
     def warn(self, text: str, *, file: str | None = None, line: int | None = None,
              col: int | None = None) -> None:
-        self.warnings.append(text)
+        self.warnings.append(text)  # still counted by --strict and reported in --json under -q
+        if self.quiet:  # -q: only errors on stderr
+            return
         if self.ci == "github":
             print(f"::warning{_gh_location(file, line, col)}::{_gh_escape(text)}", file=self._stderr, flush=True)
         else:

@@ -190,6 +190,43 @@ def test_plain_ci_log_is_timestamped_without_redraws(package, tmp_path):
     assert any("== verify (android)" in line for line in lines)
 
 
+def test_no_terminal_is_enough_for_timestamps(package, tmp_path):
+    """The README: without a terminal (CI) there are no spinners, plain timestamped lines —
+    a pipe or a file is no terminal, CI=true or not."""
+    cp = _run(["release", "--prebuilt", str(package), "--dist", str(tmp_path / "dist")], {}, tmp_path)
+    assert cp.returncode == 0, cp.stderr
+    lines = cp.stderr.splitlines()
+    assert lines and all(_STAMP.match(line) for line in lines), cp.stderr
+    assert "\r" not in cp.stderr and "\x1b" not in cp.stderr
+
+
+def test_quiet_prints_only_errors_yet_warnings_still_count(package, tmp_path):
+    """-q: 'Only errors on stderr' — a warning is not printed, but --strict still counts it
+    (exit 10) and --json still carries it."""
+    import shutil
+
+    from tests import elf_factory as ef
+
+    warned = package.parent / "warned"
+    shutil.copytree(package, warned / "llama.cpp", symlinks=True)
+    # verify warns about a skel whose HVX matmul entry is hidden
+    ef.hexagon_so(warned / "llama.cpp" / "lib" / "libggml-htp-v73.so", "v73", exports=(ef.SKEL_SYMBOL,),
+                  hidden=("op_matmul",))
+    base = ["release", "--prebuilt", f"android={warned / 'llama.cpp'}"]
+    loud = _run([*base, "--dist", str(tmp_path / "d1"), "--no-strict"], {}, tmp_path)
+    assert loud.returncode == 0 and "warning:" in loud.stderr, loud.stderr
+    quiet = _run(["-q", "--json", *base, "--dist", str(tmp_path / "d2"), "--no-strict"], {}, tmp_path)
+    assert quiet.returncode == 0, quiet.stderr
+    assert quiet.stderr == "", quiet.stderr
+    import json
+
+    assert json.loads(quiet.stdout)["warnings"], quiet.stdout
+    strict = _run(["-q", *base, "--dist", str(tmp_path / "d3"), "--strict"], {}, tmp_path)
+    assert strict.returncode == 10, strict.stderr
+    assert [ln for ln in strict.stderr.splitlines() if not ln.startswith("hint:")] == \
+        [ln for ln in strict.stderr.splitlines() if ln.startswith("hexbuild: error:")]
+
+
 def test_github_groups_each_stage(package, tmp_path):
     cp = _run(["release", "--prebuilt", str(package), "--dist", str(tmp_path / "dist")],
               {"CI": "true", "GITHUB_ACTIONS": "true"}, tmp_path)

@@ -131,6 +131,42 @@ def test_launch_scripts_start_the_programs_through_the_emulator(cli, tmp_path, l
     assert got["env"]["GGML_HEXAGON_NDEV"] == "2" and Path(got["cwd"]) == (tmp_path / "inst").resolve()
 
 
+@pytest.fixture
+def two_cores():
+    """This process (the in-process CLI) on two cores, as the 2-core runner the audit used: the
+    affinity hexbuild reads is the machine the programs run on."""
+    saved = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, sorted(saved)[:2])
+    yield len(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, saved)
+
+
+def test_the_revisions_cpu_mask_is_left_out_where_this_machine_lacks_its_cores(cli, tmp_path, linux_pkg,
+                                                                                 tree_0_3_20, two_cores):
+    """The older trees' adb scripts pin their threads to a phone's cores 2-7 (--cpu-mask 0xfc
+    --cpu-strict 1); on a machine without those cores the mask names no core and llama.cpp warns
+    'failed to set affinity mask'. On qemu: the defaults come from this machine: no mask, and
+    -t its cores. Launch scripts follow the same defaults."""
+    from hexbuild.source import read_source
+
+    facts = read_source(tree_0_3_20).to_json()
+    (linux_pkg / "manifest.json").write_text(json.dumps({"os": "linux", "llama_cpp": facts}))
+    (linux_pkg / "lib" / "libggml-hexagon.so").write_bytes(b"the Hexagon backend stand-in\n")
+    (linux_pkg / "bin" / "llama-bench").write_bytes((linux_pkg / "bin" / "llama-cli").read_bytes())
+    spec = f"qemu:{tmp_path}/inst"
+    r, _ = deploy_json(cli, linux_pkg, spec, "--ndev", "1")
+    assert r.rc == 0, r.err
+    for kind in ("completion", "bench"):
+        p = cli("--json", "run", kind, "-t", spec, "--print")
+        assert p.rc == 0, p.err
+        argv = p.json["argv"]
+        assert "--cpu-mask" not in argv and "--cpu-strict" not in argv, argv
+        assert argv[argv.index("-t") + 1] == str(two_cores)
+    script = (tmp_path / "inst" / "scripts" / "run-completion.sh").read_text()
+    assert "set -- --cpu-mask" not in script and "set -- --cpu-strict" not in script, script  # no default
+    assert f"set -- -t {two_cores} " in script, script
+
+
 def test_verbose_prints_the_emulator_command(cli, tmp_path, linux_pkg):
     spec = f"qemu:{tmp_path}/inst"
     assert deploy_json(cli, linux_pkg, spec)[0].rc == 0

@@ -111,12 +111,19 @@ def check_args(args: Sequence[str], what: str) -> None:
             raise UsageError(f"{what} contains a NUL character, which no program argument can hold")
 
 
+# The CPU mask the older trees' adb run scripts pin llama.cpp's threads with: a phone's cores 2-7
+# (the big ones). Targets fit it to their machine (Target.fit_cpu_mask).
+REVISION_CPU_MASK = "0xfc"
+
+
 def render(kind: str, *, rev: Revision, dest: str, models_dir: str, sessions_: Sessions,
            knobs: Mapping[str, str] | None = None, model: str | None = None, prompt_path: str | None = None,
            extra: Sequence[str] = (), threads: str = "6", ubatch: str = "1024", batch: str | None = None,
-           bench_output: str | None = None, installed: set[str] | None = None, npu: bool = True) -> Invocation:
+           bench_output: str | None = None, installed: set[str] | None = None, npu: bool = True,
+           cpu_mask: str | None = REVISION_CPU_MASK) -> Invocation:
     """The argv + env + cwd for one run of a tool kind, with the user's ``extra`` args last.
-    ``npu=False`` (a package without the Hexagon backend) injects no HTP device selection."""
+    ``npu=False`` (a package without the Hexagon backend) injects no HTP device selection;
+    ``cpu_mask`` is the target's fit of the revision's mask (None: no mask, no --cpu-strict)."""
     if kind not in KINDS:
         raise UsageError(f"unknown tool kind {kind!r}; valid: {', '.join(KINDS)}")
     check_args(extra, "an argument")
@@ -134,7 +141,7 @@ def render(kind: str, *, rev: Revision, dest: str, models_dir: str, sessions_: S
         "ctx_size": "8192", "device_arg": ",".join(names), "bench_devices": "/".join(names),
         "first_device": names[0] if names else None, "bench_output": bench_output,
         "backend_ops": PurePosixPath(tool).name == "test-backend-ops",
-        "verbose": any(k in (knobs or {}) for k in VERBOSE_KNOBS), "npu": npu,
+        "verbose": any(k in (knobs or {}) for k in VERBOSE_KNOBS), "npu": npu, "cpu_mask": cpu_mask,
     }
     name = f"commands/{kind}.j2"
     tool_name, env, defaults = _parse_command_spec(render_template(name, **context), name)

@@ -9,7 +9,7 @@ from typing import Any
 from ..artifacts.npu import cpu_only_note, sessions_refused
 from ..errors import CpuFallback, EnvironmentMissing, RemoteFailed, UsageError
 from ..ui import ui
-from .commands import Invocation, render
+from .commands import REVISION_CPU_MASK, Invocation, render
 from .execution import RunRecord, _slug, execute
 from .htp_sessions import Sessions, check_sessions, sessions
 from .install import (MANIFEST, PROMPTS_DIR, cpu_only, default_dest, default_models_dir,
@@ -147,7 +147,7 @@ def prepare_on(target, req: RunRequest, *, offline_ok: bool = False) -> Prepared
                  model=req.model, prompt_path=prompt_path, extra=req.extra,
                  threads=str(req.threads if req.threads is not None else (target.default_threads() or 6)),
                  ubatch=str(req.ubatch), batch=req.batch, bench_output=req.bench_output, installed=installed,
-                 npu=not (no_htp or req.cpu))
+                 npu=not (no_htp or req.cpu), cpu_mask=target.fit_cpu_mask(REVISION_CPU_MASK))
     inv.cpu_only = no_htp
     if installed is not None and "/" not in inv.tool and inv.argv[0].startswith("./bin/") \
             and inv.argv[0][len("./bin/"):] not in installed:

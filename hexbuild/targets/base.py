@@ -218,6 +218,12 @@ class Target(ABC):
         """CPU threads a run gets when -t/run.threads says nothing (None: the phones' 6)."""
         return None
 
+    def fit_cpu_mask(self, mask: str) -> str | None:
+        """The revision's CPU mask default (older trees' adb scripts: ``0xfc``, a phone's cores
+        2-7) if it fits the machine the programs run on, else None: then neither --cpu-mask nor
+        --cpu-strict is injected. Phones and boards: the revision's own choice."""
+        return mask
+
     def glibc_version(self) -> str | None:
         """The glibc release programs run against here ("2.31"), None when unknown or not glibc."""
         return None

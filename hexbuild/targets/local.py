@@ -57,6 +57,17 @@ class LocalTarget(ShellTarget):
     def probe(self, dest: str) -> DeviceInfo:
         return self.probe_linux(self.expand(dest))
 
+    def fit_cpu_mask(self, mask: str) -> str | None:
+        # this machine: a mask naming a core it lacks pins nothing ('failed to set affinity mask'
+        # on a 2-core runner), and its threads default to its own cores anyway (qemu:)
+        try:
+            cores = os.sched_getaffinity(0)
+            wanted = int(mask, 16)
+        except (AttributeError, ValueError):
+            return None
+        named = {i for i in range(wanted.bit_length()) if wanted >> i & 1}
+        return mask if named and named <= cores else None
+
     def foreign(self, path: str) -> str | None:
         machine = elf_machine(path)
         _, native = this_machine()
