@@ -299,6 +299,19 @@ def test_nothing_recognizable(cli, tmp_path):
     assert cli("results", "parse", str(empty)).rc == 9
 
 
+def test_prose_about_the_backend_is_not_its_output(cli, tmp_path):
+    """Text that names ggml-hex (this README, an issue comment) is not a backend line: no
+    invented Hexagon error, and nothing recognizable is exit 9."""
+    readme = Path(__file__).resolve().parent.parent / "README.md"
+    r = cli("results", "parse", str(readme), "--json")
+    assert r.rc == 9, r.out
+    notes = tmp_path / "notes.md"
+    notes.write_text("explain finds the first `ggml-hex` failure in a log\nsee 'ggml-hex: failed to open "
+                     "session' in the docs\nggml-hex: failed to open session 1 : error 0x80000406\n")
+    log = cli("results", "parse", str(notes), "--json").json["logs"][0]
+    assert log["hexagon"]["errors"] == ["ggml-hex: failed to open session 1 : error 0x80000406"]
+
+
 def test_missing_log(cli, tmp_path):
     r = cli("results", "parse", str(tmp_path / "nope.log"))
     assert r.rc == errors.USAGE and "no such file" in r.err

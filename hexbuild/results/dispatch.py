@@ -64,6 +64,9 @@ _HEX_FAILURES = [
     (re.compile(r"ggml-hex: (?P<name>HTP[^\s:]*(?::\d+)?): invalid physical CDSP core (-?\d+)()"), "cdsp-core"),
 ]
 _SKEL = re.compile(r"file:///([^?]+)")
+# the backend's own lines start with its tag (after a log prefix, if any); prose that names it
+# ("the first `ggml-hex` failure", 'see "ggml-hex: failed …"') is not its output
+_HEX_TAG = re.compile(r"(?<![\w`'\"/.-])ggml-hex: ")
 
 
 class SessionLog:
@@ -89,8 +92,10 @@ class SessionLog:
 
     def feed(self, line: str) -> dict[str, Any] | None | bool:
         """False: not a ggml-hex line this reader knows; True: recorded; a dict: a failure."""
-        if "ggml-hex" not in line:
+        tag = _HEX_TAG.search(line)
+        if tag is None:
             return False
+        line = line[tag.start():]  # what a log prefix (time, level) put before it is not the backend's
         if m := _HEX_SESSION.search(line):
             s = self._session(m[1] or m[2])
             skel = _SKEL.match(m[5])
