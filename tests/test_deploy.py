@@ -417,7 +417,9 @@ def test_dry_run_plans_against_the_device_and_changes_nothing(make_device, pkg, 
     assert r.rc == 0, r.err
     plan = r.json[0]["plan"]
     assert plan["push"] == ["lib/libggml-cpu.so"] and plan["remove"] == ["bin/llama-bench"]
-    assert r.json[0]["bytes_pushed"] == 0 and plan["bytes_to_push"] == 7
+    # what would travel is the plan's; what did travel (nothing) the result's
+    assert (r.json[0]["files_pushed"], r.json[0]["bytes_pushed"]) == (0, 0)
+    assert (plan["files_to_push"], plan["bytes_to_push"]) == (1, 7)
     assert sorted(p.name for p in dev.tmp.iterdir()) == before
     human = cli("deploy", str(pkg), "--target", f"adb:{dev.serial}", "--dry-run")
     assert "push   lib/libggml-cpu.so" in human.out and "remove bin/llama-bench" in human.out

@@ -123,10 +123,11 @@ def _table(results, dry_run: bool):
     for r in results:
         device = " ".join(x for x in (r.serial, r.soc) if x) or "-"
         sent = (r.plan or {}).get("bytes_to_push", 0) if dry_run else r.bytes_pushed
+        files = (r.plan or {}).get("files_to_push", 0) if dry_run else r.files_pushed
         verb = "to push" if dry_run else "pushed"
         wire = "" if dry_run or r.wire_bytes == r.bytes_pushed else f" ({_size(r.wire_bytes)} on the wire)"
         table.add_row(r.target, device, r.htp_arch or "?", f"[{colours.get(r.status, 'white')}]{r.status}[/]",
-                      f"{r.files_pushed}/{r.files_total} files {verb}, {_size(sent)}{wire}", str(r.files_removed),
+                      f"{files}/{r.files_total} files {verb}, {_size(sent)}{wire}", str(r.files_removed),
                       f"{r.duration_s:.1f}s")
         if r.error:
             notes.append(f"{r.serial or r.target}: {r.error}" + (f" ({r.hint})" if r.hint else ""))

@@ -92,13 +92,15 @@ def deploy_one(target: Target, pkg: Package | None, models: list[Model], opts: D
         res.previous = plan.previous
         check_space(target, info, dest, models_dir, plan, model_plan)
         if opts.dry_run:
+            # what would travel is the plan's (files_to_push, bytes_to_push); the result's
+            # files_pushed and bytes_pushed say what did: nothing
+            to_push = len(plan.push) + len(plan.repair) + len(model_plan.push)
             res.plan = {"push": sorted(plan.push), "link": len(plan.link), "copy": len(plan.copy), "keep": len(plan.keep),
                         "remove": sorted(plan.stale), "repair": sorted(plan.repair),
                         "models_push": [m.name for m in model_plan.push], "release": res.release,
-                        "swap": plan.swap, "bytes_to_push": plan.push_bytes + model_plan.push_bytes}
-            res.files_pushed = len(plan.push) + len(plan.repair) + len(model_plan.push)
-            res.bytes_pushed = 0
-            res.status = "unchanged" if not res.files_pushed and not plan.swap else "ok"
+                        "swap": plan.swap, "files_to_push": to_push,
+                        "bytes_to_push": plan.push_bytes + model_plan.push_bytes}
+            res.status = "unchanged" if not to_push and not plan.swap else "ok"
             return res
 
         total = plan.push_bytes + model_plan.push_bytes
