@@ -362,7 +362,8 @@ def test_cli_json(gpt_oss, cli, tree_0_3_28):
     for key in ("ndev", "per_session_bytes", "balance", "tensor_split", "command", "layers", "assignment",
                 "default_split", "env", "args", "sessions", "cpu"):
         assert key in data
-    assert data["ndev"] == 4 and data["env"] == {"GGML_HEXAGON_NDEV": "4"}
+    # 3072 MiB is not 0.3.28's default (3200): the command gives the sessions that budget
+    assert data["ndev"] == 4 and data["env"] == {"GGML_HEXAGON_NDEV": "4", "GGML_HEXAGON_VMEM": "3072"}
     assert len(data["layers"]) == 25 and len(data["assignment"]) == 25
     assert data["default_split"]["tensor_split"] == [1, 1, 1, 1]
 
@@ -541,6 +542,27 @@ def test_same_model_two_revisions_two_plans(k_quant_model, cli, tree_0_3_28, tre
     rc, out, err = run_cli(cli, "plan", "-m", str(k_quant_model), "--source", str(tree_0_3_28), "--json",
                            "--vmem", "256MiB")
     assert rc == 0 and json.loads(out)["ndev"] == 1
+
+
+def test_the_budget_is_the_revisions_own_figure(k_quant_model, cli, tree_0_3_20, tree_0_3_36):
+    """One figure: a revision with GGML_HEXAGON_VMEM (0.3.36: 3200 MiB) is planned with its
+    default, not 3.5 GiB beside it; --vmem overrides it, and the printed command then sets the
+    knob so the sessions get the budget the plan counted on. Without the knob: 3.5 GiB."""
+    rc, out, err = run_cli(cli, "plan", "-m", str(k_quant_model), "--source", str(tree_0_3_36), "--json")
+    assert rc == 0, err
+    plan = json.loads(out)
+    assert plan["vmem"] == plan["rules"]["vmem"]["default_bytes"] == 3200 * MiB
+    assert "GGML_HEXAGON_VMEM" not in plan["env"]
+    rc, out, err = run_cli(cli, "plan", "-m", str(k_quant_model), "--source", str(tree_0_3_36))
+    assert "session(s) of 3200.00 MiB" in out and "3584" not in out, out
+    rc, out, err = run_cli(cli, "plan", "-m", str(k_quant_model), "--source", str(tree_0_3_36), "--json",
+                           "--vmem", "3.5GiB")
+    plan = json.loads(out)
+    assert plan["vmem"] == 3584 * MiB and plan["env"]["GGML_HEXAGON_VMEM"] == "3584"
+    assert plan["command"].startswith("GGML_HEXAGON_VMEM=3584 ") or " GGML_HEXAGON_VMEM=3584 " in plan["command"]
+    rc, out, err = run_cli(cli, "plan", "-m", str(k_quant_model), "--source", str(tree_0_3_20), "--json")
+    plan = json.loads(out)
+    assert plan["rules"]["vmem"] is None and plan["vmem"] == DEFAULT_VMEM and "GGML_HEXAGON_VMEM" not in plan["env"]
 
 
 def test_without_a_revision_the_plan_says_what_it_assumed(k_quant_model, cli):

@@ -15,7 +15,7 @@ def plan(
     package: Optional[str] = typer.Option(None, "--package", metavar="PKG", help="Follow the rules recorded in this package (directory or .tar.gz)."),
     target: Optional[str] = typer.Option(None, "-t", "--target", help="Follow the rules of the revision deployed on this target."),
     dest: Optional[str] = typer.Option(None, "--dest", help="Install directory on the target (default: deploy.dest)."),
-    vmem: Optional[str] = typer.Option(None, "--vmem", help="Memory one HTP session can map: 3.5GiB (default), 3584MiB, bytes."),
+    vmem: Optional[str] = typer.Option(None, "--vmem", help="Memory one HTP session can map: 3.5GiB, 3584MiB, bytes (default: the revision's GGML_HEXAGON_VMEM default, else 3.5GiB)."),
     max_ndev: Optional[int] = typer.Option(None, "--max-ndev", help="Most sessions to use (default 16)."),
     ndev: Optional[int] = typer.Option(None, "--ndev", help="Use exactly this many sessions instead of the fewest that fit."),
     devices: Optional[str] = typer.Option(None, "--devices", help="Name the sessions, e.g. HTP0:0,HTP0:1 (virtual sessions, newer revisions); fixes their number."),

@@ -268,8 +268,11 @@ class _Context:
     # -- memory, glibc, tools ---------------------------------------------------------------------
     def memory(self, model: str | Path) -> Check:
         from ..plan import plan_model
+        from ..plan_rules import ASSUMED, rules_from_manifest
 
-        plan = plan_model(str(model))
+        # the install's own rules (its budget among them), as plan --target reads them
+        rules = rules_from_manifest((self.manifest or {}).get("llama_cpp"), "target") or ASSUMED
+        plan = plan_model(str(model), rules=rules)
         need = sum(plan["per_session_bytes"]) + sum(plan["per_session_other_bytes"]) + \
             plan["cpu"]["input_bytes"] + plan["cpu"]["row_limited_bytes"]
         avail = self.facts.kb("memavail")

@@ -155,7 +155,11 @@ def make_plan(layout: ModelLayout, *, vmem: int = DEFAULT_VMEM, max_ndev: int = 
     default_per = bytes_per_session(weights, default_assignment, k)
     if named is None:
         named = _named_sessions(layout.rules, k, None)
-    names, env = named.names, named.env
+    names, env = named.names, dict(named.env)
+    knob = layout.rules.vmem or {}
+    if knob.get("env") and vmem != knob.get("default_bytes"):
+        # a budget other than the revision's default holds only if the sessions are given it
+        env[knob["env"]] = str(vmem // 2 ** 20 if knob.get("unit") == "MiB" else vmem)
     ngl = max(99, n_items)
     args = ["-ngl", str(ngl), "--device", ",".join(names)]
     bench_args = ["-ngl", str(ngl), "-dev", "/".join(names)]
@@ -202,7 +206,10 @@ def plan_model(path: str, *, rules: PlanRules = ASSUMED, vmem: str | int | None 
             raise UsageError("--htp-row-limit must be 0 (no limit) or a row count")
         rules = dataclasses.replace(rules, row_limit=row_limit)
     layout = read_model(path, rules)
-    budget = DEFAULT_VMEM if vmem is None else (vmem if isinstance(vmem, int) else parse_size(vmem))
+    if vmem is not None:
+        budget = vmem if isinstance(vmem, int) else parse_size(vmem)
+    else:  # one figure: the revision's own default where it has the knob, else the docs' 3.5 GiB
+        budget = int((rules.vmem or {}).get("default_bytes") or DEFAULT_VMEM)
     return make_plan(layout, vmem=budget, max_ndev=DEFAULT_MAX_NDEV if max_ndev is None else max_ndev,
                      ndev=ndev, devices=devices, program=program)
 
