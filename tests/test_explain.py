@@ -89,6 +89,20 @@ def test_cli_code_and_log(cli):
     assert r.rc == 0 and r.json["code_hex"] == "0x72" and r.json["line_number"] == 6
 
 
+@pytest.mark.parametrize("line", ["ggml-hex: failed to get URI for session 0 : error 0x14",
+                                  "ggml-hex: HTP1 dspqueue_read failed: 0x0000002e",
+                                  "ggml-hex: HTP1 dspqueue_write failed: 0x0000000e"])
+def test_a_source_the_line_and_its_code_share_is_named_once(cli, tmp_path, line):
+    log = tmp_path / "run.log"
+    log.write_text(line + "\n")
+    r = cli("explain", str(log))
+    assert r.rc == 0, r.err
+    (source,) = [ln for ln in r.out.splitlines() if ln.startswith("source:")]
+    refs = re.findall(r"(?:\S+)?#\d+", source)
+    assert len(refs) == len(set(refs)), source
+    assert r.out.count("source:") == 1
+
+
 def test_cli_bad_input(cli, tmp_path):
     r = cli("explain", "not-a-code")
     assert r.rc == 2 and "not an error code" in r.err

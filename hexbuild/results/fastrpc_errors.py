@@ -121,6 +121,27 @@ def explain_code(code: str | int) -> Explanation:
                      hint="codes look like 0x80000406 (raised on the DSP) or 0x72 (raised on the CPU side)")
 
 
+_REFS = re.compile(r"^(?P<project>[\w./-]+) (?P<refs>#\d+(?:, #\d+)*)$")
+
+
+def merge_sources(*sources: str) -> str:
+    """The sources of a code and of the line that printed it, each reference named once
+    ("llama.cpp #16911" from both is one; "llama.cpp #16911, #22204" after "llama.cpp #22204"
+    adds "llama.cpp #16911")."""
+    parts: list[str] = []
+    seen: set[str] = set()
+    for source in sources:
+        for part in (p.strip() for p in source.split(";")):
+            m = _REFS.match(part)
+            if m:
+                new = [r for r in m["refs"].split(", ") if f"{m['project']} {r}" not in seen]
+                seen.update(f"{m['project']} {r}" for r in new)
+                part = f"{m['project']} {', '.join(new)}" if new else ""
+            if part and part not in parts:
+                parts.append(part)
+    return "; ".join(parts)
+
+
 def explain_line(line: str, number: int | None = None) -> Explanation | None:
     """The explanation of one log line, or None when it is not a failure the table knows."""
     for entry in _table().get("line", []):
@@ -142,7 +163,7 @@ def explain_line(line: str, number: int | None = None) -> Explanation | None:
             if by_code.known:
                 out.cause = f"{entry['cause']}: {by_code.cause}"
                 out.fix = by_code.fix
-                out.source = f"{by_code.source}; {entry['source']}"
+                out.source = merge_sources(by_code.source, entry["source"])
                 out.checks = list(dict.fromkeys([*by_code.checks, *out.checks]))
             else:
                 out.cause = f"{entry['cause']} ({by_code.name}: {by_code.meaning})"
