@@ -86,10 +86,14 @@ def test_two_runs_of_the_same_build_pass(cli, tmp_path, builds):
     assert r.rc == 0, r.err
     assert r.json["regressions"] == 0 and all(row["status"] == "same" for row in r.json["rows"])
     assert all(row["ratio"] == pytest.approx(1.0, abs=0.03) for row in r.json["rows"])
+    first_rows = r.json["rows"]
+    assert first_rows
     # the same comparison from the two results.json files, and the database as a FILE
     r = cli("--json", "bench", "compare", "--baseline", str(tmp_path / "one"), "--candidate",
             str(tmp_path / "two" / "results.json"), "--fail-below", "0.95", "--out", str(tmp_path / "cmp2"))
-    assert r.rc == 0, r.err and r.json["rows"]
+    assert r.rc == 0, r.err
+    rows = r.json["rows"]
+    assert len(rows) == len(first_rows) and all(row["status"] == "same" for row in rows), rows
     copy = tmp_path / "copy.sqlite"
     shutil.copyfile(db, copy)
     r = cli("--json", "bench", "compare", "--db", str(db), "--baseline", str(copy), "--candidate", "b7000-base",

@@ -215,7 +215,7 @@ def test_cpu_only_package_runs_without_devices(cli, tmp_path, argv_echo):
     assert "CPU only" in r.err
 
 
-def test_bench_exits_11_on_fallback(cli, tmp_path, failing_npu, fake_llama_bench):
+def test_bench_exits_12_when_every_run_fell_back(cli, tmp_path, failing_npu, fake_llama_bench):
     # llama-bench prints its JSONL rows (backend "CPU" when it fell back) after the backend's lines
     script = tmp_path / "bench.sh"
     rows = (fake_llama_bench.read_text().replace('\\"backends\\": \\"HTP\\"', '\\"backends\\": \\"CPU\\"')

@@ -406,4 +406,5 @@ def test_a_server_whose_htp_session_did_not_open_is_refused(cli, serve_state, tm
     (record,) = state_mod.records()  # the supervisor warned; the record keeps the verdict
     assert "0x80000406" in record["dispatch"]["fallback_reason"]
     r = cli("serve", "stop", "--port", str(port))
-    assert r.rc == 0, r.err and port_free(port)
+    assert r.rc == 0, r.err
+    assert port_free(port) and state_mod.records() == []  # the server it kept is stopped too
