@@ -191,7 +191,7 @@ def _lib_file_names(name: str, os: str) -> tuple[str, str]:
 
 
 def make_package(root: Path | str, os: str = "android", htp: Sequence[str] = ("v68", "v69", "v73"), *,
-                 name: str = "llama.cpp") -> Path:
+                 name: str = "llama.cpp", hexagon: bool = True) -> Path:
     """A realistic install prefix ``root/name`` as `cmake --install` lays it out: bin/ with
     programs and a script, lib/ with the ggml/llama libraries, the NPU skels for ``htp``, cmake
     and pkg-config files, include/ with headers. Returns the package directory."""
@@ -199,6 +199,10 @@ def make_package(root: Path | str, os: str = "android", htp: Sequence[str] = ("v
     lib, bin_, inc = pkg / "lib", pkg / "bin", pkg / "include"
     system = SYSTEM_NEEDED[os]
     for lib_name, deps in _LIBS.items():
+        if not hexagon:  # a build without the Hexagon backend (GGML_HEXAGON=OFF, the open toolchain)
+            if lib_name == "libggml-hexagon":
+                continue
+            deps = [d for d in deps if d != "libggml-hexagon"]
         file_name, soname = _lib_file_names(lib_name, os)
         needed = [_lib_file_names(d, os)[1] for d in deps] + _EXTRA_SYSTEM.get(lib_name, {}).get(os, []) + system
         aarch64_so(lib / file_name, os=os, soname=soname, needed=needed, exports=[_c_name(lib_name) + "_init"])

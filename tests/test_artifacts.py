@@ -407,6 +407,7 @@ def _umask() -> int:
 def test_default_name():
     assert default_name("android", "b9633") == "llama.cpp-android-b9633-hexagon.tar.gz"
     assert default_name("linux", None) == "llama.cpp-linux-unknown-hexagon.tar.gz"
+    assert default_name("linux", None, cpu_only=True) == "llama.cpp-linux-unknown-cpu.tar.gz"
     assert default_name("linux", "1fd6dfe9f" + "0" * 31) == "llama.cpp-linux-1fd6dfe9f000-hexagon.tar.gz"
     assert default_name("android", "feature/x y") == "llama.cpp-android-feature_x_y-hexagon.tar.gz"
 

@@ -604,3 +604,56 @@ def test_release_test_ops_after_deploy(linux_pkg, tmp_path, log, code):
     assert Path(result["files"]["junit"]).is_file() and str(dist / "tests") in result["files"]["junit"]
     if code:
         assert "MUL_MAT(type_a=f16" in result["reason"] and report["error"]["exit_code"] == 13
+
+
+# -- release takes what build takes --------------------------------------------------------------------
+def test_release_takes_every_option_build_passes_on():
+    """release builds through BuildOptions.from_settings: every build.* setting reaches the build,
+    so every build flag must be a release flag too (a pipeline releasing the open build needed
+    HEXBUILD_BUILD_TOOLCHAIN=open). Only build's own --dry-run (print the plan) is not."""
+    from hexbuild.cli.main import build_cli
+
+    def options(name):
+        cmd = build_cli(name).commands[name]
+        return {o for p in cmd.params for o in p.opts if o.startswith("--")}
+
+    build, release_opts = options("build"), options("release")
+    missing = sorted(build - release_opts - {"--dry-run"})
+    assert missing == [], f"release lacks build's {missing}"
+
+
+def test_a_cpu_only_package_is_not_named_hexagon(tmp_path):
+    """The open toolchain's package (no Hexagon backend) is llama.cpp-<os>-<rev>-cpu.tar.gz."""
+    pkg = ef.make_package(tmp_path / "open", os="linux", htp=[], hexagon=False)
+    (pkg / "manifest.json").write_text(json.dumps({"os": "linux", "toolchain": "open", "lacks": ["htp"]}))
+    dist = tmp_path / "dist"
+    cp = release("--prebuilt", f"linux={pkg}", "--dist", dist, "--json", cwd=tmp_path)
+    assert cp.returncode == 0, cp.stderr
+    assert [a["name"] for a in json.loads(cp.stdout)["artifacts"]] == ["llama.cpp-linux-unknown-cpu.tar.gz"]
+    # hexbuild package names it the same way
+    out = tmp_path / "out"
+    out.mkdir()
+    r = subprocess.run([sys.executable, "-m", "hexbuild", "package", str(pkg), "-o", str(out)], cwd=tmp_path,
+                       capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert r.returncode == 0, r.stderr
+    assert [p.name for p in out.iterdir()] == ["llama.cpp-linux-unknown-cpu.tar.gz"]
+
+
+def test_release_of_the_real_open_build(real_linux_package, docker_host, tmp_path):
+    """release --toolchain open (and the build's --cache-volume) reaches the build (without it the
+    build would want the vendor image the checkout pins): the session's real open build, rebuilt
+    from its kept build directory in seconds, and its CPU-only tarball is named so."""
+    from tests.infra.docker_engine import cache_dir
+    from tests.infra.real_build import _lock, tree_copy
+
+    cache = cache_dir()
+    dist = tmp_path / "dist"
+    with _lock(cache / "open-build.lock"):
+        cp = release("--source", tree_copy(cache), "--os", "linux", "--toolchain", "open", "--cache-volume",
+                     cache / "open-ccache", "--dist", dist, "--json", "--no-strict",
+                     env={"DOCKER_HOST": docker_host}, cwd=tmp_path, timeout=1800)
+    assert cp.returncode == 0, cp.stderr[-3000:]
+    report = json.loads(cp.stdout)
+    (build,) = [s for s in report["stages"] if s["name"] == "build"]
+    assert build["build"]["toolchain"] == "open" and build["build"]["lacks"] == ["htp"], build
+    assert [a["name"] for a in report["artifacts"]] == ["llama.cpp-linux-unknown-cpu.tar.gz"]

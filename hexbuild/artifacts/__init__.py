@@ -22,7 +22,7 @@ _WHERE = {
     "ElfInfo": "elf", "NotElf": "elf", "hexagon_arch": "elf", "read_elf": "elf",
     "build_manifest": "manifest", "load_meta": "manifest", "package_os": "manifest",
     "require_package_dir": "manifest", "write_manifest": "manifest",
-    "PackageResult": "tarball", "default_name": "tarball", "write_package": "tarball",
+    "PackageResult": "tarball", "default_name": "tarball", "is_cpu_only": "tarball", "write_package": "tarball",
     "Check": "verify", "VerifyReport": "verify", "parse_htp_versions": "elf", "system_libs": "verify",
     "verify_package": "verify",
 }

@@ -38,12 +38,22 @@ class PackageResult:
                 "files": len(self.manifest["files"])}
 
 
-def default_name(os_name: str | None, revision: str | None) -> str:
+def default_name(os_name: str | None, revision: str | None, *, cpu_only: bool = False) -> str:
+    """llama.cpp-<os>-<revision>-hexagon.tar.gz; a package without the Hexagon backend (the open
+    toolchain's, artifacts/npu.py) is -cpu.tar.gz: its name must not promise the NPU."""
     rev = revision or "unknown"
     if re.fullmatch(r"[0-9a-f]{40}", rev):
         rev = rev[:12]
     rev = re.sub(r"[^A-Za-z0-9._+-]", "_", rev)
-    return f"llama.cpp-{os_name or 'unknown'}-{rev}-hexagon.tar.gz"
+    return f"llama.cpp-{os_name or 'unknown'}-{rev}-{'cpu' if cpu_only else 'hexagon'}.tar.gz"
+
+
+def is_cpu_only(pkg: Path, meta: dict[str, Any]) -> bool:
+    """The one rule (artifacts/npu.py) over the package directory's metadata and files."""
+    from .npu import CPU, npu_support
+
+    files = [{"path": e.rel} for e in scan(pkg) if e.kind != "dir"]
+    return npu_support({**meta, "files": files}) == CPU
 
 
 def source_date_epoch(env: dict[str, str] | os._Environ = os.environ) -> int:

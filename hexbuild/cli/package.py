@@ -13,14 +13,14 @@ def package(
     pkg: str = typer.Argument(..., metavar="PKG", help="The install prefix, e.g. pkg-snapdragon/llama.cpp."),
     output: Optional[str] = typer.Option(None, "--output", "-o", metavar="FILE",
                                          help="Tarball to write, or a directory for the default name "
-                                              "(llama.cpp-<os>-<revision>-hexagon.tar.gz in the current directory)."),
+                                              "(llama.cpp-<os>-<revision>-hexagon.tar.gz in the current directory; -cpu.tar.gz for a package without the Hexagon backend)."),
     os_name: Optional[str] = typer.Option(None, "--os", metavar="android|linux",
                                           help="OS recorded in the manifest (default: the package's manifest, else build.os)."),
 ) -> None:
     """Pack PKG under llama.cpp/ with manifest.json and SHA256SUMS, byte-for-byte reproducibly."""
     from pathlib import Path
 
-    from ..artifacts import default_name, load_meta, package_os, require_package_dir, write_package
+    from ..artifacts import default_name, is_cpu_only, load_meta, package_os, require_package_dir, write_package
     from ..ui import human_size, ui
 
     s = common.settings(**{"build.os": os_name})
@@ -28,9 +28,10 @@ def package(
     meta = load_meta(path)
     meta["os"] = package_os(path, os_name, s["build.os"])
     revision = (meta.get("llama_cpp") or {}).get("revision")
-    out = Path(output) if output else Path(default_name(meta["os"], revision))
+    name = default_name(meta["os"], revision, cpu_only=is_cpu_only(path, meta))
+    out = Path(output) if output else Path(name)
     if out.is_dir():
-        out = out / default_name(meta["os"], revision)
+        out = out / name
     ui.info(f"packing {path} -> {out}")
     result = write_package(path, out, meta)
     ui.result(result.to_json(),

@@ -6,6 +6,7 @@ from typing import List, Optional
 
 import typer
 
+from . import build as b
 from . import common
 
 
@@ -40,6 +41,19 @@ def release(
     test_text: Optional[str] = typer.Option(None, "--test-text", metavar="FILE", help="The text `--test ppl` uses."),
     strict: Optional[bool] = typer.Option(None, "--strict/--no-strict",
                                           help="Exit 10 when warnings were raised (default: on under CI=true)."),
+    # the rest of build's options: the build stage takes every build.* setting (cli/build.py)
+    preset: Optional[str] = b.PRESET,
+    build_dir: Optional[str] = b.BUILD_DIR,
+    install_dir: Optional[str] = b.INSTALL_DIR,
+    cmake_arg: Optional[List[str]] = b.CMAKE_ARG,
+    pull: Optional[str] = b.PULL,
+    user: Optional[str] = b.USER,
+    transfer: Optional[str] = b.TRANSFER,
+    keep_container: Optional[bool] = b.KEEP_CONTAINER,
+    toolchain: Optional[str] = b.TOOLCHAIN,
+    build_target: Optional[List[str]] = b.BUILD_TARGET,
+    cache_volume: Optional[str] = b.CACHE_VOLUME,
+    force: bool = b.FORCE,
 ) -> None:
     """Build, verify, package and checksum; optionally deploy and smoke-test.
 
@@ -50,10 +64,13 @@ def release(
     from ..errors import UsageError
     from ..release import ReleaseOptions, run_release
 
-    flags = {"source": source, "release.dist_dir": dist, "build.engine": engine, "build.image": image,
-             "build.htp": htp, "build.build_type": build_type, "build.jobs": jobs, "ci.strict": strict}
-    s = common.settings(**flags)
+    flags = b.build_settings(source=source, build_type=build_type, preset=preset, build_dir=build_dir,
+                             install_dir=install_dir, jobs=jobs, htp=htp, cmake_arg=cmake_arg, engine=engine,
+                             image=image, pull=pull, user=user, transfer=transfer, keep_container=keep_container,
+                             toolchain=toolchain, build_target=build_target, cache_volume=cache_volume)
+    s = common.settings(**flags, **{"release.dist_dir": dist, "ci.strict": strict})
     options = ReleaseOptions.from_settings(s, oses=os_names, targets=target, smoke=smoke, prebuilt=prebuilt)
+    options.force = force
     options.allow_cpu_fallback = allow_cpu_fallback
     options.tests = [x.strip() for x in (test or "").split(",") if x.strip()]
     bad = [x for x in options.tests if x not in ("ops", "ppl")]

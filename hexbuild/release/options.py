@@ -30,6 +30,7 @@ class ReleaseOptions:
     tests: list[str] = field(default_factory=list)  # `hexbuild test` kinds run after deploy: ops, ppl
     test_model: str | None = None  # the GGUF (and text) `--test ppl` measures on
     test_text: str | None = None
+    force: bool = False  # build even when the build is up to date (build --force)
 
     @classmethod
     def from_settings(cls, settings: Settings, *, oses: list[str] | None = None, targets: list[str] | None = None,

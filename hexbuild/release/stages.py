@@ -49,6 +49,7 @@ class ReleaseStages:
         from ..build import BuildOptions, run_build
 
         opts = BuildOptions.from_settings(_with(self.settings, {"build.os": os_name}))
+        opts.force = self.opts.force
         try:
             result = run_build(opts)
         except errors.BuildFailed as e:
@@ -114,12 +115,13 @@ class ReleaseStages:
                                       f"{first['detail']}{more}", details={"package": str(built.path)})
 
     def _package(self, stage: Stage) -> None:
-        from ..artifacts import default_name, write_package
+        from ..artifacts import default_name, is_cpu_only, write_package
 
         built = self.built[stage.os]  # type: ignore[index]
         meta = dict(built.meta)
         meta["os"] = built.os
-        name = default_name(built.os, (meta.get("llama_cpp") or {}).get("revision"))
+        name = default_name(built.os, (meta.get("llama_cpp") or {}).get("revision"),
+                            cpu_only=is_cpu_only(built.path, meta))
         if any(a["name"] == name for a in self.assets):
             raise errors.PackageFailed(f"two packages would both be named {name}")
         result = write_package(built.path, self.dist / name, meta)  # temp name + rename inside
