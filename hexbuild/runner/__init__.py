@@ -14,7 +14,7 @@ request (the whole `hexbuild run`). Callers import from this package, not the mo
 """
 
 from .commands import KINDS, Invocation, check_args, model_path, render, resolve_tool
-from .execution import RUN_TIMEOUT, RunRecord, _slug, _timestamp, execute
+from .execution import RUN_TIMEOUT, RunRecord, _slug, _timestamp, execute, record_output
 from .flags import (BACKEND_OPS_FLAGS, BENCH_FLAGS, COMMON_FLAGS, COMMON_SAME, VALUE_OPTIONS, Flag, flag_table,
                     given_groups)
 from .htp_sessions import MAX_SESSIONS, SESSION_VARS, Sessions, check_sessions, htp_arch_number, sessions
@@ -49,6 +49,6 @@ __all__ = [
     "RunRecord", "RunRequest", "Sessions", "backend_absent", "check_args", "check_dispatch", "check_sessions",
     "cpu_only", "default_dest", "default_models_dir",
     "execute", "flag_table", "given_groups", "htp_arch_number", "installed_tools", "knob_env",
-    "launch_scripts", "model_path", "open_target", "prepare", "prepare_on", "read_manifest", "render",
+    "launch_scripts", "model_path", "open_target", "prepare", "prepare_on", "read_manifest", "record_output", "render",
     "render_template", "resolve_tool", "run", "sessions", "shell_path",
 ]

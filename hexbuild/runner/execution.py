@@ -87,7 +87,7 @@ def execute(target, inv: Invocation, *, results_dir: Path, passthrough: bool = T
             timeout: float | None = None, stem: str | None = None, save_json: bool = True) -> RunRecord:
     """Run an invocation, streaming its output and saving the log (and its JSON result) under
     ``results_dir``; the log is written as it arrives and renamed into place at the end."""
-    from .proof import LogWatch, judge  # the results parser: loaded when a program runs, not by --print
+    from .proof import LogWatch  # the results parser: loaded when a program runs, not by --print
 
     stem = stem or f"{_timestamp()}-{_slug(inv.tool)}-{_slug(target.spec)}"
     results_dir.mkdir(parents=True, exist_ok=True)
@@ -130,20 +130,45 @@ def execute(target, inv: Invocation, *, results_dir: Path, passthrough: bool = T
     duration = time.monotonic() - start
     os.close(fd)
     os.replace(part, log_path)
-    results = watch.finish()
-    record = RunRecord(target.spec, inv, code, duration, str(log_path), b"".join(stdout_chunks),
-                       results=results, error=error.message if error else None,
-                       dispatch=judge(inv, results, watch.sessions))
-    text = log_path.read_text(encoding="utf-8", errors="replace")
-    record.diagnosis = diagnose_log(text, said=bool((record.dispatch or {}).get("fallback_reason")))
-    _offer_addr2line(record, text)
-    if save_json:
-        json_path = results_dir / f"{stem}.json"
-        atomic_write(json_path, json.dumps(record.to_json(), indent=2) + "\n")
-        record.json_path = str(json_path)
+    record = _judged(target.spec, inv, code, duration, log_path, b"".join(stdout_chunks), watch,
+                     error=error.message if error else None, json_path=results_dir / f"{stem}.json" if save_json else None)
     if interrupted:
         raise Interrupted(f"interrupted; the log so far is in {log_path}")
     if error is not None:
         error.hint = error.hint or f"the output so far is in {log_path}"
         raise error
     return record
+
+
+def _judged(spec: str, inv: Invocation, code: int | None, duration: float, log_path: Path, stdout: bytes, watch,
+            *, error: str | None, json_path: Path | None) -> RunRecord:
+    """The record of a finished run: its parsed results, the dispatch proof, the diagnosis of a
+    session failure, a DSP crash's offsets; saved as JSON at ``json_path`` when given."""
+    from .proof import judge
+
+    results = watch.finish()
+    record = RunRecord(spec, inv, code, duration, str(log_path), stdout, results=results, error=error,
+                       dispatch=judge(inv, results, watch.sessions))
+    text = log_path.read_text(encoding="utf-8", errors="replace")
+    record.diagnosis = diagnose_log(text, said=bool((record.dispatch or {}).get("fallback_reason")))
+    _offer_addr2line(record, text)
+    if json_path is not None:
+        atomic_write(json_path, json.dumps(record.to_json(), indent=2) + "\n")
+        record.json_path = str(json_path)
+    return record
+
+
+def record_output(spec: str, inv: Invocation, output: bytes, *, exit_code: int | None, duration_s: float,
+                  results_dir: Path, stem: str | None = None, save_json: bool = True,
+                  error: str | None = None) -> RunRecord:
+    """The record of a run that happened elsewhere (a job in a device lab), from its output:
+    saved as the log and judged exactly as ``execute`` judges a run it streamed."""
+    from .proof import LogWatch
+
+    stem = stem or f"{_timestamp()}-{_slug(inv.tool)}-{_slug(spec)}"
+    log_path = results_dir / f"{stem}.log"
+    atomic_write(log_path, output)
+    watch = LogWatch(str(log_path), announce=True)
+    watch.feed("stdout", output)
+    return _judged(spec, inv, exit_code, duration_s, log_path, output, watch, error=error,
+                   json_path=results_dir / f"{stem}.json" if save_json else None)
