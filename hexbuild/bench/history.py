@@ -264,6 +264,14 @@ class Recorder:
             self._ctx[target.spec] = target_context(target, dest)
         return self._ctx[target.spec]
 
+    def add_context(self, spec: str, context: dict[str, Any], models: dict[str, str | None] | None = None) -> None:
+        """What was measured on a target hexbuild does not reach itself (a board in a device lab):
+        its context, and the model hashes by the path the runs name them with."""
+        if self.path is not None:
+            self._ctx[spec] = dict(context)
+            for path, digest in (models or {}).items():
+                self._models[(spec, path)] = digest
+
     def label(self, target: Any, invocation: Any, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The rows with what was measured: revision, package, toolchain, device, model hash."""
         if self.path is None or not rows:

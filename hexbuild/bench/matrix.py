@@ -234,29 +234,59 @@ def plan(req: BenchRequest, settings) -> list[_Planned]:
     """Render every configuration first, so that a bad one (a knob the revision does not read,
     several sessions on a v73 phone, a missing llama-bench) fails before anything runs."""
     planned = []
-    selections: list[tuple[int | None, str | None]] = [(n, None) for n in req.ndev] + [(None, d) for d in req.devices]
     for spec in req.targets:
-        for ndev, devices in selections:
-            for model in req.models:
-                # llama-bench runs the threads × ubatch × batch matrix itself (comma lists).
-                prepared = runner.prepare(runner.RunRequest(
-                    kind="bench", target=spec, dest=req.dest, models_dir=req.models_dir,
-                    ndev=ndev if req.sessions_given else None, devices=devices,
-                    model=model, knobs=req.knobs, extra=req.extra, threads=",".join(map(str, req.threads)),
-                    ubatch=",".join(map(str, req.ubatch)), batch=",".join(map(str, req.batch)) or None,
-                    bench_output="jsonl", timeout=req.timeout), settings)
-                prepared.target.close()
-                count = ndev or len([d for d in (devices or "").split(",") if d.strip()])
-                planned.append(_Planned(spec, count, model, prepared.invocation, devices))
+        with runner.open_target(spec, settings) as target:
+            planned += plan_on(target, spec, req)
     return planned
+
+
+def plan_on(target, spec: str, req: BenchRequest) -> list[_Planned]:
+    """The configurations of ``req`` for one target, rendered against what is installed there."""
+    planned = []
+    selections: list[tuple[int | None, str | None]] = [(n, None) for n in req.ndev] + [(None, d) for d in req.devices]
+    for ndev, devices in selections:
+        for model in req.models:
+            # llama-bench runs the threads × ubatch × batch matrix itself (comma lists).
+            prepared = runner.prepare_on(target, runner.RunRequest(
+                kind="bench", target=spec, dest=req.dest, models_dir=req.models_dir,
+                ndev=ndev if req.sessions_given else None, devices=devices,
+                model=model, knobs=req.knobs, extra=req.extra, threads=",".join(map(str, req.threads)),
+                ubatch=",".join(map(str, req.ubatch)), batch=",".join(map(str, req.batch)) or None,
+                bench_output="jsonl", timeout=req.timeout))
+            count = ndev or len([d for d in (devices or "").split(",") if d.strip()])
+            planned.append(_Planned(spec, count, model, prepared.invocation, devices))
+    return planned
+
+
+def run_stem(p: _Planned, rep: int) -> str:
+    sel = f"dev{runner._slug(p.select)}" if p.select else f"ndev{p.ndev}"
+    return f"{runner._slug(p.target)}-{sel}-{runner._slug(p.model)}-r{rep}"
+
+
+def run_info(p: _Planned, rep: int) -> dict[str, Any]:
+    return {"target": p.target, "ndev": p.ndev, "select": p.select, "model": p.model, "rep": rep,
+            "argv": p.invocation.argv, "env": p.invocation.env}
+
+
+def rows_of(p: _Planned, rep: int, req: BenchRequest, record, info: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rows one llama-bench run gave (none when it failed or fell back to the CPU); ``info``
+    (its entry in results.json's runs) gets what happened."""
+    recs = jsonl_records(record.stdout)
+    info.update(exit_code=record.exit_code, duration_s=round(record.duration_s, 3), log=record.log,
+                records=len(recs), dispatch=record.dispatch)
+    if record.exit_code != 0:
+        return []
+    reason = (record.dispatch or {}).get("fallback_reason")
+    if reason and not req.allow_cpu_fallback:  # CPU numbers under an NPU label are no result
+        info.update(error=f"the run fell back to the CPU: {reason}", cpu_fallback=True)
+        return []
+    return [_row(r, target=p.target, ndev=p.ndev, model=p.model, rep=rep, select=p.select) for r in recs]
 
 
 def run_once(target, p: _Planned, rep: int, req: BenchRequest, logs: Path) -> tuple[dict[str, Any], list]:
     """One llama-bench run: its record for results.json and the JSONL rows it printed."""
-    sel = f"dev{runner._slug(p.select)}" if p.select else f"ndev{p.ndev}"
-    stem = f"{runner._slug(p.target)}-{sel}-{runner._slug(p.model)}-r{rep}"
-    info: dict[str, Any] = {"target": p.target, "ndev": p.ndev, "select": p.select, "model": p.model, "rep": rep,
-                            "argv": p.invocation.argv, "env": p.invocation.env}
+    stem = run_stem(p, rep)
+    info = run_info(p, rep)
     try:
         record = runner.execute(target, p.invocation, results_dir=logs, passthrough=False,
                                 timeout=req.timeout, stem=stem, save_json=False)
@@ -265,16 +295,12 @@ def run_once(target, p: _Planned, rep: int, req: BenchRequest, logs: Path) -> tu
     except HexbuildError as e:  # a timeout or a lost device: the next run may still work
         info.update(exit_code=None, error=e.message, log=str(logs / f"{stem}.log"), records=0)
         return info, []
-    recs = jsonl_records(record.stdout)
-    info.update(exit_code=record.exit_code, duration_s=round(record.duration_s, 3), log=record.log,
-                records=len(recs), dispatch=record.dispatch)
-    if record.exit_code != 0:
-        return info, []
-    reason = (record.dispatch or {}).get("fallback_reason")
-    if reason and not req.allow_cpu_fallback:  # CPU numbers under an NPU label are no result
-        info.update(error=f"the run fell back to the CPU: {reason}", cpu_fallback=True)
-        return info, []
-    return info, [_row(r, target=p.target, ndev=p.ndev, model=p.model, rep=rep, select=p.select) for r in recs]
+    return info, rows_of(p, rep, req, record, info)
+
+
+def failure_line(spec: str, p: _Planned, rep: int, req: BenchRequest, info: dict[str, Any]) -> str:
+    why = info.get("error") or f"llama-bench exited {info['exit_code']} with {info['records']} records"
+    return f"{spec}: {why} (ndev {p.ndev}, {p.model}, run {rep}); log: {info['log']}"
 
 
 def run(req: BenchRequest, settings) -> dict[str, Any]:
@@ -309,14 +335,19 @@ def run(req: BenchRequest, settings) -> dict[str, Any]:
                         rows += recorder.label(target, p.invocation, got)
                         if not got:
                             failures.append(info)
-                            why = info.get("error") or (f"llama-bench exited {info['exit_code']} "
-                                                        f"with {info['records']} records")
-                            ui.warn(f"{spec}: {why} (ndev {p.ndev}, {p.model}, run {rep}); log: {info['log']}")
+                            ui.warn(failure_line(spec, p, rep, req, info))
     except Interrupted:
         if runs:
             write_outputs(out, req, rows, runs, summarize(rows), failures, recorder)
             recorder.save(rows)
         raise
+    return finish(req, out, rows, runs, failures, recorder, socs)
+
+
+def finish(req: BenchRequest, out: Path, rows: list[dict[str, Any]], runs: list[dict[str, Any]],
+           failures: list[dict[str, Any]], recorder: Recorder, socs: dict[str, str | None]) -> dict[str, Any]:
+    """Write the outputs and the history rows; the result, or the error when a run failed
+    (exit 12 when every failure was a CPU fallback, else 8)."""
     summary = summarize(rows)
     roofline.attach(summary, rows, socs=socs, gguf=req.gguf, peak_gbs=req.peak_gbs)
     files = write_outputs(out, req, rows, runs, summary, failures, recorder)

@@ -67,24 +67,33 @@ def summarize(lines: list[str]) -> dict[str, Any]:
     return {"by_op": rows, **{k: sum(g[k] for g in rows) for k in ("passed", "failed", "not_supported", "skipped")}}
 
 
-def _device_run(target, req: OpsRequest, name: str, logs: Path) -> dict[str, Any]:
+def device_invocation(target, req: OpsRequest, name: str) -> runner.Invocation:
+    """test-backend-ops in mode test against session ``name``, rendered for what is installed."""
     extra = ["test-backend-ops", "test", "-o", ",".join(req.ops), "-b", name]
     regex = types_regex(req.types)
     if regex:
         extra += ["-p", regex]
+    return runner.prepare_on(target, runner.RunRequest(kind="tool", target=req.target, dest=req.dest,
+                                                       models_dir=req.models_dir, ndev=req.ndev,
+                                                       devices=req.devices, extra=extra)).invocation
+
+
+def sessions_to_test(target, req: OpsRequest) -> list[str]:
+    """The HTP sessions the request names on what is installed (none for a CPU-only package)."""
     prepared = runner.prepare_on(target, runner.RunRequest(kind="tool", target=req.target, dest=req.dest,
                                                            models_dir=req.models_dir, ndev=req.ndev,
-                                                           devices=req.devices, extra=extra))
-    stem = f"test-ops-{runner._slug(name)}"
-    try:
-        record = runner.execute(target, prepared.invocation, results_dir=logs, passthrough=False,
-                                timeout=req.timeout, stem=stem)
-    except Interrupted:
-        raise
-    except HexbuildError as e:  # a timeout, a lost device: this session's result is a failure
-        return {"device": name, "exit_code": None, "log": str(logs / f"{stem}.log"), "dispatch": None,
-                "verdict": "failed", "reason": e.message, "by_op": [], "passed": 0, "failed": 0,
-                "not_supported": 0, "skipped": 0, "duration_s": None}
+                                                           devices=req.devices, extra=["test-backend-ops"]))
+    return [] if prepared.invocation.cpu_only else list(prepared.sessions)
+
+
+def failed_run(name: str, log: str, reason: str) -> dict[str, Any]:
+    """A session whose run gave no result (a timeout, a lost device): a failure."""
+    return {"device": name, "exit_code": None, "log": log, "dispatch": None, "verdict": "failed", "reason": reason,
+            "by_op": [], "passed": 0, "failed": 0, "not_supported": 0, "skipped": 0, "duration_s": None}
+
+
+def device_result(name: str, record) -> dict[str, Any]:
+    """One session's verdict from its run's record (its log, exit code and dispatch proof)."""
     text = Path(record.log).read_text("utf-8", "replace").splitlines()
     res = {"device": name, "exit_code": record.exit_code, "log": record.log, "dispatch": record.dispatch,
            "duration_s": round(record.duration_s, 3), **summarize(text)}
@@ -105,28 +114,43 @@ def _device_run(target, req: OpsRequest, name: str, logs: Path) -> dict[str, Any
     return res
 
 
+def _device_run(target, req: OpsRequest, name: str, logs: Path) -> dict[str, Any]:
+    inv = device_invocation(target, req, name)
+    stem = f"test-ops-{runner._slug(name)}"
+    try:
+        record = runner.execute(target, inv, results_dir=logs, passthrough=False, timeout=req.timeout, stem=stem)
+    except Interrupted:
+        raise
+    except HexbuildError as e:  # a timeout, a lost device: this session's result is a failure
+        return failed_run(name, str(logs / f"{stem}.log"), e.message)
+    return device_result(name, record)
+
+
 def run(req: OpsRequest, settings) -> dict[str, Any]:
     out = Path(req.out or Path(settings["run.results_dir"]) / f"test-ops-{runner._timestamp()}")
     devices: list[dict[str, Any]] = []
     start = time.monotonic()
     with runner.open_target(req.target, settings) as target:  # one connection for every session
-        prepared = runner.prepare_on(target, runner.RunRequest(kind="tool", target=req.target, dest=req.dest,
-                                                               models_dir=req.models_dir, ndev=req.ndev,
-                                                               devices=req.devices, extra=["test-backend-ops"]))
-        names = [] if prepared.invocation.cpu_only else list(prepared.sessions)
+        names = sessions_to_test(target, req)
         for name in names:
             ui.info(f"test-backend-ops on {req.target} {name}: {','.join(req.ops)} "
                     f"{','.join(req.types) or 'all types'}")
             devices.append(_device_run(target, req, name, out / "logs"))
             d = devices[-1]
             ui.info(f"{name}: {d['passed']} passed, {d['failed']} failed, {d['not_supported']} not supported")
+    return report(req, names, devices, time.monotonic() - start, out)
+
+
+def report(req: OpsRequest, names: list[str], devices: list[dict[str, Any]], duration_s: float,
+           out: Path) -> dict[str, Any]:
+    """The document of a test ops run (results.json, junit.xml, results.md written under ``out``)."""
     reason = None if names else (f"nothing was tested: the package on {req.target} has no HTP session "
                                  "(CPU only), and test-backend-ops compares HTP sessions with the CPU")
     failed = [d for d in devices if d["verdict"] != "passed"]
     ok = bool(names) and not failed
     doc = {"schema": SCHEMA, "target": req.target, "ops": req.ops, "types": req.types, "ok": ok,
            "reason": reason or (failed[0]["reason"] if failed else None), "devices": devices,
-           "duration_s": round(time.monotonic() - start, 3)}
+           "duration_s": round(duration_s, 3)}
     doc["files"] = write(out, title="hexbuild test ops", doc=doc, cases=junit_cases(doc), markdown=markdown(doc))
     return doc
 

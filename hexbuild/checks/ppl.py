@@ -56,8 +56,9 @@ def read_ppl(text: str) -> tuple[float | None, float | None, int]:
     return None, None, 0
 
 
-def _one(target, req: PplRequest, *, cpu: bool, logs: Path) -> dict[str, Any]:
-    label = "cpu" if cpu else "htp"
+def invocation(target, req: PplRequest, *, cpu: bool) -> tuple[runner.Invocation, tuple[Path, str] | None]:
+    """llama-perplexity on the HTP sessions (or, ``cpu``, with the backend off), rendered for what
+    is installed; with the text file to copy over first (local file, path on the device), if any."""
     args = ["llama-perplexity"]
     if req.chunks:
         args += ["--chunks", str(req.chunks)]
@@ -70,24 +71,38 @@ def _one(target, req: PplRequest, *, cpu: bool, logs: Path) -> dict[str, Any]:
                            ndev=req.ndev, devices=req.devices, model=model, extra=args, prompt_file=req.text)
     prepared = runner.prepare_on(target, rr)
     inv = prepared.invocation
-    text_path = prepared.prompt_upload[1] if prepared.prompt_upload else req.text
-    if prepared.prompt_upload:
-        target.write_file(text_path, prepared.prompt_upload[0].read_bytes())
-    inv.argv += ["-f", text_path]
+    inv.argv += ["-f", prepared.prompt_upload[1] if prepared.prompt_upload else req.text]
     if cpu:  # the backend off in both vocabularies: NDEV=0 (0.3.20) and no device (every revision)
         inv.env = {k: v for k, v in inv.env.items() if k != "GGML_HEXAGON_DEVICES"}
         inv.env["GGML_HEXAGON_NDEV"] = "0"
+    return inv, prepared.prompt_upload
+
+
+def failed_run(label: str, reason: str) -> dict[str, Any]:
+    return {"run": label, "ppl": None, "error": reason, "exit_code": None, "log": None, "dispatch": None}
+
+
+def run_result(label: str, inv: runner.Invocation, record) -> dict[str, Any]:
+    """One run's perplexity, from its record."""
+    ppl, err, n = read_ppl(Path(record.log).read_text("utf-8", "replace"))
+    return {"run": label, "ppl": ppl, "ppl_error": err, "chunks": n, "exit_code": record.exit_code,
+            "log": record.log, "argv": inv.argv, "env": inv.env, "dispatch": record.dispatch,
+            "duration_s": round(record.duration_s, 3), "cpu_only_package": inv.cpu_only}
+
+
+def _one(target, req: PplRequest, *, cpu: bool, logs: Path) -> dict[str, Any]:
+    label = "cpu" if cpu else "htp"
+    inv, upload = invocation(target, req, cpu=cpu)
+    if upload:
+        target.write_file(upload[1], upload[0].read_bytes())
     try:
         record = runner.execute(target, inv, results_dir=logs, passthrough=False, timeout=req.timeout,
                                 stem=f"ppl-{label}")
     except Interrupted:
         raise
     except HexbuildError as e:
-        return {"run": label, "ppl": None, "error": e.message, "exit_code": None, "log": None, "dispatch": None}
-    ppl, err, n = read_ppl(Path(record.log).read_text("utf-8", "replace"))
-    return {"run": label, "ppl": ppl, "ppl_error": err, "chunks": n, "exit_code": record.exit_code,
-            "log": record.log, "argv": inv.argv, "env": inv.env, "dispatch": record.dispatch,
-            "duration_s": round(record.duration_s, 3), "cpu_only_package": inv.cpu_only}
+        return failed_run(label, e.message)
+    return run_result(label, inv, record)
 
 
 def run(req: PplRequest, settings) -> dict[str, Any]:
@@ -100,6 +115,11 @@ def run(req: PplRequest, settings) -> dict[str, Any]:
         htp = _one(target, req, cpu=False, logs=out / "logs")
         ui.info(f"llama-perplexity on {req.target}: the CPU (GGML_HEXAGON_NDEV=0, --device none)")
         cpu = _one(target, req, cpu=True, logs=out / "logs")
+    return report(req, htp, cpu, time.monotonic() - start, out)
+
+
+def report(req: PplRequest, htp: dict[str, Any], cpu: dict[str, Any], duration_s: float, out: Path) -> dict[str, Any]:
+    """The gate on the two runs, and the document (results.json, junit.xml, results.md under ``out``)."""
     reason, diff = None, None
     for r in (htp, cpu):
         if reason is None and r["ppl"] is None:
@@ -117,7 +137,7 @@ def run(req: PplRequest, settings) -> dict[str, Any]:
     doc = {"schema": SCHEMA, "target": req.target, "model": req.model, "reference_model": req.reference_model or req.model,
            "text": req.text, "max_diff": req.max_diff, "relative_diff": None if diff is None else round(diff, 6),
            "ok": reason is None, "reason": reason, "htp": htp, "cpu": cpu,
-           "duration_s": round(time.monotonic() - start, 3)}
+           "duration_s": round(duration_s, 3)}
     case = Case(f"test ppl {req.target}", f"perplexity HTP vs CPU ({Path(req.model).name})", failure=reason,
                 details=[f"HTP {htp['ppl']} ({htp.get('log')})", f"CPU {cpu['ppl']} ({cpu.get('log')})"],
                 time_s=doc["duration_s"])
