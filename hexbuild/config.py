@@ -27,6 +27,7 @@ class Option:
     item_choices: tuple[str, ...] | None = None  # for list options
     minimum: int | None = None
     maximum: int | None = None
+    secret: bool = False  # never shown: `config show` says only whether it is set
 
     @property
     def env_var(self) -> str:
@@ -93,6 +94,13 @@ OPTIONS: dict[str, Option] = {o.key: o for o in [
     # inspect
     _o("inspect.baseline", str, "", "accepted inspect findings (hexbuild inspect --write-baseline), for the strict gate"),
     _o("inspect.objdump", str, "", "disassembler for inspect (default: the newest llvm-objdump 17+ found)"),
+    # lab (LAVA)
+    _o("lab.url", str, "", "the LAVA server for hexbuild lab (https://lava.example.org)"),
+    _o("lab.token", str, "", "the LAVA API token (better in HEXBUILD_LAB_TOKEN than in a file); never printed",
+       secret=True),
+    _o("lab.device_type", str, "", "the LAVA device type lab run submits to"),
+    _o("lab.queue_timeout", float, 3600.0, "seconds a lab job may wait for a board before it is canceled", minimum=1),
+    _o("lab.poll", float, 5.0, "seconds between two looks at a lab job's state", minimum=0.1),
 ]}
 
 SOURCES = ("default", "file", "env", "flag")
@@ -115,9 +123,16 @@ class Settings:
     def as_json(self) -> dict[str, Any]:
         return {
             "config_file": str(self.config_file) if self.config_file else None,
-            "settings": {k: {"value": self.values[k], "source": self.origins[k], "env": OPTIONS[k].env_var}
-                         for k in OPTIONS},
+            "settings": {k: {"value": _shown(OPTIONS[k], self.values[k]), "source": self.origins[k],
+                             "env": OPTIONS[k].env_var} for k in OPTIONS},
         }
+
+
+def _shown(opt: Option, value: Any) -> Any:
+    """A secret's value is never shown, only whether it is set."""
+    if opt.secret:
+        return "(set)" if value else ""
+    return value
 
 
 def _valid_keys_text() -> str:

@@ -25,6 +25,7 @@ CPU_FALLBACK = 12
 TESTS_FAILED = 13
 DEVICE_LOST = 14
 BISECT_UNDECIDED = 15
+LAB_FAILED = 16
 INTERRUPTED = 130
 
 EXIT_CODES: dict[int, str] = {
@@ -47,6 +48,8 @@ EXIT_CODES: dict[int, str] = {
     DEVICE_LOST: "the device, or the connection to it, went away while serving (the forward is removed)",
     BISECT_UNDECIDED: "bisect named no single first bad commit: skipped revisions leave several, the bad revision "
                       "measured good, or the good one failed the gate",
+    LAB_FAILED: "a device lab failed the job: it ended Incomplete or Canceled, no board took it within the queue "
+                "timeout, it ran past its timeout, the lab refused the token or could not be reached",
     INTERRUPTED: "interrupted (Ctrl-C or SIGTERM); containers and partial files were cleaned up",
 }
 
@@ -153,3 +156,27 @@ class BisectUndecided(HexbuildError):
 
     exit_code = BISECT_UNDECIDED
     kind = "bisect"
+
+
+class LabFault(HexbuildError):
+    """The device lab (LAVA) failed the job, not the build under test: an incomplete or canceled
+    job, a job no board took, a refused token, a lab that cannot be reached. CI may retry these."""
+
+    exit_code = LAB_FAILED
+    kind = "lab"
+
+
+class LabRefused(LabFault):
+    kind = "lab-token"
+
+
+class LabUnreachable(LabFault):
+    kind = "lab-unreachable"
+
+
+class LabTimeout(LabFault):
+    kind = "lab-timeout"
+
+
+class JobIncomplete(LabFault):
+    kind = "lab-incomplete"
