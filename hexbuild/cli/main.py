@@ -26,8 +26,8 @@ from ..ui import ui
 from .common import state
 
 # Commands in the order `--help` lists them; each module defines register(app).
-COMMAND_MODULES = ["build", "verify", "package", "deploy", "run", "serve", "bench", "bisect", "test", "plan", "results",
-                   "release", "source", "toolchain", "config", "doctor", "explain", "inspect"]
+COMMAND_MODULES = ["build", "verify", "package", "deploy", "run", "serve", "bench", "bisect", "test", "lab", "plan",
+                   "results", "release", "source", "toolchain", "config", "doctor", "explain", "inspect"]
 # Commands registered by a module of another name.
 COMMAND_HOMES = {"chat": "serve"}
 
