@@ -37,6 +37,9 @@ import pytest
 from tests.processes import stop_process
 
 SUITE, GLIBC = "bullseye", "2.31"
+# Other suites boards are made of (tests/infra/lava.py's board runs trixie: the open-toolchain
+# package needs glibc 2.34), with the packages they add to minbase.
+SUITES = {"bullseye": ("2.31", ()), "trixie": ("2.41", ("wget",))}
 BINFMT = Path("/proc/sys/fs/binfmt_misc")
 # qemu's own binfmt pattern for AArch64 ELF executables and shared objects (qemu-binfmt-conf.sh)
 AARCH64_MAGIC = r"\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02\x00\xb7\x00"
@@ -85,24 +88,27 @@ def binfmt_aarch64() -> Iterator[str]:
 
 
 # -- the root filesystem ---------------------------------------------------------------------------
-def rootfs_path() -> Path:
-    return cache_dir() / f"board-rootfs-{SUITE}-arm64"
+def rootfs_path(suite: str = SUITE) -> Path:
+    return cache_dir() / f"board-rootfs-{suite}-arm64"
 
 
-def build_rootfs(log=print) -> Path:
-    """The cached bullseye arm64 root filesystem, built when missing (a few minutes)."""
-    root = rootfs_path()
+def build_rootfs(log=print, suite: str = SUITE) -> Path:
+    """The cached arm64 root filesystem of ``suite`` (bullseye unless said), built when missing
+    (a few minutes)."""
+    glibc, include = SUITES[suite]
+    root = rootfs_path(suite)
     if (root / DONE).exists():
         return root
     if os.geteuid() != 0:
         raise RuntimeError("building the board's root filesystem needs root (debootstrap, chroot)")
     part = root.with_name(root.name + ".part")
     shutil.rmtree(part, ignore_errors=True)
-    logfile = cache_dir() / "board-debootstrap.log"
-    log(f"debootstrap --arch=arm64 --variant=minbase {SUITE} (virtual board root filesystem, log: {logfile})")
+    logfile = cache_dir() / ("board-debootstrap.log" if suite == SUITE else f"board-debootstrap-{suite}.log")
+    log(f"debootstrap --arch=arm64 --variant=minbase {suite} (virtual board root filesystem, log: {logfile})")
+    extra = [f"--include={','.join(include)}"] if include else []
     with open(logfile, "wb") as out:
-        first = subprocess.run(["debootstrap", "--arch=arm64", "--variant=minbase", "--foreign", SUITE, str(part),
-                                debian_uri()], stdout=out, stderr=subprocess.STDOUT)
+        first = subprocess.run(["debootstrap", "--arch=arm64", "--variant=minbase", "--foreign", *extra, suite,
+                                str(part), debian_uri()], stdout=out, stderr=subprocess.STDOUT)
         if first.returncode != 0:
             raise RuntimeError(f"debootstrap (first stage) failed; see {logfile}")
         with binfmt_aarch64():
@@ -111,7 +117,7 @@ def build_rootfs(log=print) -> Path:
         if second.returncode != 0:
             raise RuntimeError(f"debootstrap (second stage, under qemu) failed; see {logfile}")
     (part / "root").mkdir(mode=0o700, exist_ok=True)
-    (part / DONE).write_text(f"{SUITE} arm64 glibc {GLIBC}\n")
+    (part / DONE).write_text(f"{suite} arm64 glibc {glibc}\n")
     shutil.rmtree(root, ignore_errors=True)
     part.rename(root)
     return root
@@ -174,7 +180,7 @@ def _chroot_parent() -> Path:
     return base
 
 
-def start_board(d: Path, root: Path) -> VirtualBoard:
+def start_board(d: Path, root: Path, glibc: str = GLIBC) -> VirtualBoard:
     from tests.infra.devices import _need, free_port, wait_port
 
     sshd = _need("sshd", "openssh-server")
@@ -226,7 +232,7 @@ ChrootDirectory {merged}
     (d / "known_hosts").write_text(f"[127.0.0.1]:{port} {key_type} {key_b64}\n")
     # the board's files as this machine sees them: through sshd's own mount namespace
     view = Path(f"/proc/{proc.pid}/root") / str(merged).lstrip("/")
-    return VirtualBoard("127.0.0.1", port, "root", d / "client_key", d / "known_hosts", view, GLIBC, proc, root,
+    return VirtualBoard("127.0.0.1", port, "root", d / "client_key", d / "known_hosts", view, glibc, proc, root,
                         merged)
 
 
@@ -246,9 +252,10 @@ def virtual_board(tmp_path_factory):
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] != ["build"]:
-        sys.exit("usage: python -m tests.infra.board build")
+    if sys.argv[1:2] != ["build"] or len(sys.argv) > 3 or sys.argv[2:] and sys.argv[2] not in SUITES:
+        sys.exit(f"usage: python -m tests.infra.board build [{'|'.join(SUITES)}]")
     try:
-        print(build_rootfs(log=lambda m: print(f"setup-test-env: {m}", file=sys.stderr)))
+        print(build_rootfs(log=lambda m: print(f"setup-test-env: {m}", file=sys.stderr),
+                           suite=(sys.argv[2:] or [SUITE])[0]))
     except RuntimeError as e:
         sys.exit(f"setup-test-env.sh: {e}")

@@ -1,0 +1,144 @@
+"""The LAVA server, scheduler and worker for the tests: LAVA 2026.10 from trixie-backports in a
+Debian trixie chroot, built offline from the machine's own Debian mirror (read from its apt
+sources, as scripts/setup-test-env.sh reads it) and cached in the test cache as ``lava-trixie``.
+
+``python -m tests.infra.lava_chroot build`` (scripts/setup-test-env.sh, when HEXBUILD_TEST_LAVA
+asks for the LAVA tests) makes it, with the trixie arm64 board root filesystem the jobs run on
+(tests/infra/board.py); ``--check`` says (exit 0/1) whether both are there.
+
+What the build leaves in the chroot, so that a session only starts processes:
+- the packages (``apt-get install --no-install-recommends -t trixie-backports lava-server
+  lava-dispatcher postgresql openssh-client ca-certificates``), with a ``policy-rc.d`` that keeps
+  their services from starting;
+- a PostgreSQL cluster with LAVA's database made by ``dpkg-reconfigure lava-server``;
+- a superuser ``admin`` (no token: each session makes its own), a worker ``lab``, the device
+  type ``ssh`` with the devices ``board1`` and ``board2``, and the device type ``ssh-queue``
+  whose one device, Good, sits on the worker ``nowhere`` that never connects: a job for it
+  stays Submitted, as one for a board whose device dictionary does not validate.
+
+Every command in the chroot runs in a private mount namespace (``unshare -m``) that holds its
+/proc, /dev and /sys: nothing is mounted on this machine, and nothing outlives the command.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.infra.board import build_rootfs, cache_dir, debian_uri, rootfs_path
+
+SUITE = "trixie"
+PG = "17"
+DONE = ".hexbuild-lava-complete"
+PACKAGES = ["lava-server", "lava-dispatcher", "postgresql", "openssh-client", "ca-certificates"]
+BOARD_SUITE = "trixie"  # the open-toolchain package needs glibc 2.34; trixie has 2.41
+
+# Made once at build time, inside the chroot (lava-server manage shell).
+SETUP_DB = """
+from django.contrib.auth.models import User
+from lava_scheduler_app.models import Device, DeviceType, Worker
+if not User.objects.filter(username="admin").exists():
+    User.objects.create_superuser("admin", "", None)
+lab, _ = Worker.objects.get_or_create(hostname="lab")
+nowhere, _ = Worker.objects.get_or_create(hostname="nowhere")
+ssh, _ = DeviceType.objects.get_or_create(name="ssh")
+queue, _ = DeviceType.objects.get_or_create(name="ssh-queue")
+for name, dt, w in (("board1", ssh, lab), ("board2", ssh, lab), ("nowhere", queue, nowhere)):
+    d, _ = Device.objects.get_or_create(hostname=name, defaults={"device_type": dt, "worker_host": w})
+    d.health = Device.HEALTH_GOOD
+    d.save()
+print("lava-setup-done")
+"""
+
+
+def chroot_path() -> Path:
+    return cache_dir() / f"lava-{SUITE}"
+
+
+def ready() -> bool:
+    return (chroot_path() / DONE).exists() and (rootfs_path(BOARD_SUITE) / ".hexbuild-rootfs-complete").exists()
+
+
+def in_chroot(root: Path, script: str, *, log, timeout: float = 1800) -> None:
+    """``script`` (sh) in the chroot, with its own /proc, /dev and /sys for the length of it."""
+    mounts = (f"mount --make-rprivate / && mount -t proc proc {root}/proc && mount --rbind /dev {root}/dev "
+              f"&& mount --rbind /sys {root}/sys")
+    cmd = f"{mounts} && exec chroot {shlex.quote(str(root))} /bin/sh -c {shlex.quote(script)}"
+    done = subprocess.run(["unshare", "-m", "sh", "-c", cmd], stdout=log, stderr=subprocess.STDOUT,
+                          stdin=subprocess.DEVNULL, timeout=timeout)
+    if done.returncode != 0:
+        raise RuntimeError(f"in the LAVA chroot: `{script[:120]}` exited {done.returncode}; see {log.name}")
+
+
+def build(log=print) -> Path:
+    """The cached chroot (made when missing: debootstrap, the packages, the database)."""
+    root = chroot_path()
+    if (root / DONE).exists():
+        return root
+    if os.geteuid() != 0:
+        raise RuntimeError("building the LAVA chroot needs root (debootstrap, chroot, mount)")
+    part = root.with_name(root.name + ".part")
+    shutil.rmtree(part, ignore_errors=True)
+    logfile = cache_dir() / "lava-build.log"
+    uri = debian_uri()
+    steps = {}
+    with open(logfile, "wb") as out:
+        t = time.monotonic()
+        log(f"debootstrap --variant=minbase {SUITE} (LAVA chroot, log: {logfile})")
+        if subprocess.run(["debootstrap", "--variant=minbase", SUITE, str(part), uri], stdout=out,
+                          stderr=subprocess.STDOUT).returncode != 0:
+            raise RuntimeError(f"debootstrap {SUITE} failed; see {logfile}")
+        steps["debootstrap"] = time.monotonic() - t
+        (part / "etc/apt/sources.list").unlink(missing_ok=True)
+        (part / "etc/apt/sources.list.d/debian.sources").write_text(
+            f"Types: deb\nURIs: {uri}\nSuites: {SUITE} {SUITE}-backports\nComponents: main\n"
+            "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n")
+        policy = part / "usr/sbin/policy-rc.d"
+        policy.write_text("#!/bin/sh\nexit 101\n")
+        policy.chmod(0o755)
+        t = time.monotonic()
+        log(f"installing LAVA from {SUITE}-backports into the chroot")
+        in_chroot(part, "export DEBIAN_FRONTEND=noninteractive && apt-get update -qq && apt-get install -y -q "
+                        f"--no-install-recommends -t {SUITE}-backports {' '.join(PACKAGES)} && apt-get clean "
+                        "&& rm -rf /var/lib/apt/lists/*", log=out)
+        steps["apt"] = time.monotonic() - t
+        t = time.monotonic()
+        log("LAVA's database (dpkg-reconfigure lava-server), the admin, the worker and the devices")
+        (part / "tmp/setup-db.py").write_text(SETUP_DB)
+        in_chroot(part, f"pg_ctlcluster {PG} main start && DEBIAN_FRONTEND=noninteractive dpkg-reconfigure "
+                        "-fnoninteractive lava-server && lava-server manage shell -c \"exec(open('/tmp/setup-db.py').read())\" "
+                        f"&& pg_ctlcluster {PG} main stop && rm -f /tmp/setup-db.py", log=out)
+        steps["database"] = time.monotonic() - t
+    (part / DONE).write_text(" ".join(f"{k}={v:.0f}s" for k, v in steps.items()) + "\n")
+    shutil.rmtree(root, ignore_errors=True)
+    part.rename(root)
+    return root
+
+
+def _main(argv: list[str]) -> int:
+    if argv not in (["build"], ["build", "--check"]):
+        print("usage: python -m tests.infra.lava_chroot build [--check]", file=sys.stderr)
+        return 2
+    if "--check" in argv:
+        return 0 if ready() else 1
+    try:
+        t = time.monotonic()
+        build(log=lambda m: print(f"setup-test-env: {m}", file=sys.stderr))
+        print(f"setup-test-env: LAVA chroot ready ({time.monotonic() - t:.0f}s)", file=sys.stderr)
+        t = time.monotonic()
+        build_rootfs(log=lambda m: print(f"setup-test-env: {m}", file=sys.stderr), suite=BOARD_SUITE)
+        print(f"setup-test-env: {BOARD_SUITE} arm64 board ready ({time.monotonic() - t:.0f}s)", file=sys.stderr)
+    except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
+        print(f"setup-test-env.sh: {e}", file=sys.stderr)
+        return 3
+    print(chroot_path())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))
