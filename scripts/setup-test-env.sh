@@ -148,4 +148,14 @@ if [ ! -e "$cache/board-rootfs-bullseye-arm64/.hexbuild-rootfs-complete" ]; then
   log "building the virtual board's arm64 root filesystem (debootstrap under qemu, a few minutes)"
   (cd "$here" && HEXBUILD_TEST_CACHE="$cache" python3 -m tests.infra.board build) || exit 3
 fi
+# --- a LAVA lab (opt-in: HEXBUILD_TEST_LAVA=1) -------------------------------
+# LAVA 2026.10 from trixie-backports in a trixie chroot, and a trixie arm64 board (glibc 2.41) for
+# its jobs: several minutes once, so only when the LAVA tests are asked for (tests/test_lab.py).
+if [ "${HEXBUILD_TEST_LAVA:-}" = 1 ] \
+   && ! (cd "$here" && HEXBUILD_TEST_CACHE="$cache" python3 -m tests.infra.lava_chroot build --check); then
+  need_root
+  have_cmd nsenter || { echo "setup-test-env.sh: nsenter (util-linux) is missing" >&2; exit 3; }
+  log "building the LAVA lab: a trixie chroot with LAVA 2026.10, and a trixie arm64 board (minutes, once)"
+  (cd "$here" && HEXBUILD_TEST_CACHE="$cache" python3 -m tests.infra.lava_chroot build) || exit 3
+fi
 log "test environment ready (cache: $cache)"

@@ -93,7 +93,7 @@ def run_command(
     bundle_runtime: bool = typer.Option(False, "--bundle-runtime", help="Ship the package's glibc runtime (boards with an older glibc)."),
     sysroot: Optional[str] = typer.Option(None, "--sysroot", metavar="DIR", help="Where --bundle-runtime takes the runtime from."),
     board_os: str = typer.Option("debian", "--board-os", metavar="OS", help="The boards' OS family for LAVA: debian, ubuntu, oe, fedora, centos."),
-    prompt: Optional[List[str]] = typer.Option(None, "--prompt", metavar="TEXT", help="The boards' shell prompt (repeatable; default: 'root@', '# ', '$ ')."),
+    prompt: Optional[List[str]] = typer.Option(None, "--prompt", metavar="TEXT", help="The end of the boards' shell prompt, for LAVA (repeatable, none a part of another; default '# ')."),
 ) -> None:
     """Submit a run, a benchmark or a test as LAVA jobs and report their results as the local command does.
 
@@ -113,6 +113,9 @@ def run_command(
         raise UsageError(f"--board-os must be one of {', '.join(BOARD_OSES)}, got {board_os!r}")
     if not s["lab.url"]:
         raise UsageError("no lab: give --lab URL or set lab.url")
+    from ..lab.client import base_url
+
+    base_url(s["lab.url"])  # a URL that is not one is one line before anything is packed
     if not s["lab.device_type"]:
         raise UsageError("no device type: give --device-type TYPE or set lab.device_type")
     if (fail_below is None) != (baseline is None):
@@ -168,7 +171,9 @@ def _compare(outcomes, s, baseline: str, fail_below: float) -> None:
         if o.error is not None or not o.doc.get("bench_id"):
             continue
         db = Path(o.doc.get("db") or history.default_path(s["run.results_dir"]))
-        compare.run_compare(db=db, baseline=baseline, candidate=o.doc["bench_id"], by=None, fail_below=fail_below,
+        # the boards of a device type are one population: the lab picks one of them per job
+        compare.run_compare(db=db, baseline=baseline, candidate=o.doc["bench_id"],
+                            by="model,sessions,devices,batch,ubatch,threads,test", fail_below=fail_below,
                             out=Path(s["run.results_dir"]) / f"compare-{runner._timestamp()}-job{o.job_id}")
 
 

@@ -78,7 +78,8 @@ class LavaClient:
         return f"{self.base}/scheduler/job/{job_id}"
 
     def scrub(self, text: str) -> str:
-        return text.replace(self._token, "***") if self._token else text
+        # a token of a few characters could not be told from the words around it
+        return text.replace(self._token, "***") if len(self._token) >= 6 else text
 
     # -- the calls ------------------------------------------------------------------------------
     def _call(self, method: str, path: str, *, timeout: float | None = None, **kw: Any):
@@ -196,7 +197,7 @@ def _reason(e: Exception) -> str:
     while e.__context__ is not None and not str(e):
         e = e.__context__  # type: ignore[assignment]
     text = str(e)
-    m = re.search(r"\[Errno -?\d+\] ([^')\]]+)", text)
+    m = re.search(r"\[Errno -?\d+\] ([^'\")\]]+)", text)
     if m:
         return m.group(1)
     m = re.search(r"(Connection refused|Name or service not known|timed out|Temporary failure in name resolution)", text)

@@ -18,7 +18,10 @@ from .. import __version__
 from .job import TESTDEF, TEST_NAME
 
 BOARD_OSES = ("debian", "ubuntu", "oe", "fedora", "centos")
-DEFAULT_PROMPTS = ("root@", "# ", "$ ")
+# The end of a root shell's prompt. Prompts must not overlap: with "root@" and "# " both, LAVA
+# matches "root@" of "root@board:~# ", the "# " left over then ends its next wait at once, and
+# it copies the overlay before its `mkdir` ran.
+DEFAULT_PROMPTS = ("# ",)
 
 
 @dataclass

@@ -81,7 +81,8 @@ def script(title: str, steps: list[Step], request: dict[str, Any], *, download: 
         "request_json": json.dumps(request, ensure_ascii=True, separators=(",", ":")),
         "bench_cases": any(s.role == "bench" for s in steps),
         "download": None if download is None else {
-            "name": download["name"], "url": shlex.quote(download["url"]), "file": sh_word(download["file"])},
+            "name": download["name"], "url": shlex.quote(download["url"]), "file": sh_word(download["file"]),
+            "dir": sh_word(download["file"].rsplit("/", 1)[0])},
         "steps": [{"name": s.name, "title": s.title or s.invocation.tool, "cwd": sh_word(s.invocation.cwd),
                    "env": [(k, sh_word(v)) for k, v in s.invocation.env.items()],
                    "argv": " ".join(sh_word(a) for a in s.invocation.argv), "bench": s.role == "bench"}

@@ -1,5 +1,5 @@
-"""Reading a LAVA job's log (``GET /jobs/N/logs/``): one YAML entry per line, each a flow
-mapping ``{"dt": TIME, "lvl": LEVEL, "msg": …}``. The board's output is the ``target`` lines;
+"""Reading a LAVA job's log (``GET /jobs/N/logs/``, or what ``lava-run`` prints): one entry per
+line, each a flow mapping ``{"dt": TIME, "lvl": LEVEL, "msg": …}``. The board's output is the ``target`` lines;
 the job script (job.py) frames each step's output between markers, and prints the job's
 directory and its request first.
 
@@ -56,9 +56,12 @@ class JobLog:
 
 def entries(text: str) -> Iterator[dict[str, Any]]:
     for raw in text.splitlines():
-        if not raw.startswith("- {"):
+        if raw.startswith("- {"):  # the server's log: a YAML list
+            body = raw[2:]
+        elif raw.startswith("{"):  # lava-run's, on its stderr: one object a line
+            body = raw
+        else:
             continue
-        body = raw[2:]
         try:
             entry = json.loads(body)
         except ValueError:

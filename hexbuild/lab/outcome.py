@@ -97,8 +97,11 @@ def step_record(step: Step, log: JobLog, cases: dict[str, dict[str, Any]], spec:
     """The step's run record, as a local run of the same invocation would have made it."""
     out = log.steps.get(step.name)
     code = _exit_code(step, cases.get(step.name), out)
-    error = None if code is not None else (
-        f"the job ended before {step.name} finished" if out is not None else f"the job never ran {step.name}")
+    error = None
+    if code is None:
+        failed = [f"{s.name} exited {s.exit_code}" for s in log.steps.values() if s.exit_code]
+        error = (f"the job ended before {step.name} finished" if out is not None else f"the job never ran {step.name}") \
+            + (f" ({', '.join(failed)})" if failed else "")
     return runner.record_output(spec, _real(step, log), out.output if out else b"", exit_code=code,
                                 duration_s=out.duration_s if out else 0.0, results_dir=results_dir, stem=stem,
                                 save_json=save_json, error=error)

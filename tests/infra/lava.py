@@ -19,6 +19,7 @@ skips them when the chroot was not built.
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import shutil
 import subprocess
@@ -161,7 +162,7 @@ def start_lab(d: Path, boards: list[VirtualBoard]) -> LavaLab:
 def _configure(lab: LavaLab, boards: list[VirtualBoard], pg_port: int, event_port: int) -> None:
     etc = lab.root / "etc/lava-server"
     db = etc / "settings.d/00-database.yaml"
-    db.write_text(db.read_text().replace("PORT: 5432", f"PORT: {pg_port}"))
+    db.write_text(re.sub(r"(?m)^(\s*PORT:) \d+", rf"\g<1> {pg_port}", db.read_text()))
     (etc / "settings.d/01-hexbuild-tests.yaml").write_text(
         'ALLOWED_HOSTS: ["127.0.0.1", "localhost"]\nEVENT_NOTIFICATION: true\n'
         f'EVENT_SOCKET: "tcp://127.0.0.1:{event_port}"\n')

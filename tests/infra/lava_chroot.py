@@ -23,6 +23,8 @@ Every command in the chroot runs in a private mount namespace (``unshare -m``) t
 from __future__ import annotations
 
 import os
+import re
+import secrets
 import shlex
 import shutil
 import subprocess
@@ -75,46 +77,74 @@ def in_chroot(root: Path, script: str, *, log, timeout: float = 1800) -> None:
         raise RuntimeError(f"in the LAVA chroot: `{script[:120]}` exited {done.returncode}; see {log.name}")
 
 
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 def build(log=print) -> Path:
-    """The cached chroot (made when missing: debootstrap, the packages, the database)."""
+    """The cached chroot (made when missing: debootstrap, the packages, the database). A build
+    cut off resumes at the stage it was in (each stage leaves a mark in the part directory)."""
     root = chroot_path()
     if (root / DONE).exists():
         return root
     if os.geteuid() != 0:
         raise RuntimeError("building the LAVA chroot needs root (debootstrap, chroot, mount)")
     part = root.with_name(root.name + ".part")
-    shutil.rmtree(part, ignore_errors=True)
     logfile = cache_dir() / "lava-build.log"
     uri = debian_uri()
     steps = {}
-    with open(logfile, "wb") as out:
-        t = time.monotonic()
-        log(f"debootstrap --variant=minbase {SUITE} (LAVA chroot, log: {logfile})")
-        if subprocess.run(["debootstrap", "--variant=minbase", SUITE, str(part), uri], stdout=out,
-                          stderr=subprocess.STDOUT).returncode != 0:
-            raise RuntimeError(f"debootstrap {SUITE} failed; see {logfile}")
-        steps["debootstrap"] = time.monotonic() - t
-        (part / "etc/apt/sources.list").unlink(missing_ok=True)
-        (part / "etc/apt/sources.list.d/debian.sources").write_text(
-            f"Types: deb\nURIs: {uri}\nSuites: {SUITE} {SUITE}-backports\nComponents: main\n"
-            "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n")
-        policy = part / "usr/sbin/policy-rc.d"
-        policy.write_text("#!/bin/sh\nexit 101\n")
-        policy.chmod(0o755)
-        t = time.monotonic()
-        log(f"installing LAVA from {SUITE}-backports into the chroot")
-        in_chroot(part, "export DEBIAN_FRONTEND=noninteractive && apt-get update -qq && apt-get install -y -q "
-                        f"--no-install-recommends -t {SUITE}-backports {' '.join(PACKAGES)} && apt-get clean "
-                        "&& rm -rf /var/lib/apt/lists/*", log=out)
-        steps["apt"] = time.monotonic() - t
+    with open(logfile, "ab") as out:
+        if not (part / ".stage-debootstrap").exists():
+            shutil.rmtree(part, ignore_errors=True)
+            t = time.monotonic()
+            log(f"debootstrap --variant=minbase {SUITE} (LAVA chroot, log: {logfile})")
+            if subprocess.run(["debootstrap", "--variant=minbase", SUITE, str(part), uri], stdout=out,
+                              stderr=subprocess.STDOUT).returncode != 0:
+                raise RuntimeError(f"debootstrap {SUITE} failed; see {logfile}")
+            (part / ".stage-debootstrap").write_text(f"{time.monotonic() - t:.0f}\n")
+        steps["debootstrap"] = float((part / ".stage-debootstrap").read_text())
+        if not (part / ".stage-apt").exists():
+            (part / "etc/apt/sources.list").unlink(missing_ok=True)
+            (part / "etc/apt/sources.list.d/debian.sources").write_text(
+                f"Types: deb\nURIs: {uri}\nSuites: {SUITE} {SUITE}-backports\nComponents: main\n"
+                "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n")
+            policy = part / "usr/sbin/policy-rc.d"
+            policy.write_text("#!/bin/sh\nexit 101\n")
+            policy.chmod(0o755)
+            t = time.monotonic()
+            log(f"installing LAVA from {SUITE}-backports into the chroot")
+            in_chroot(part, "export DEBIAN_FRONTEND=noninteractive && apt-get update -qq && apt-get install -y -q "
+                            f"--no-install-recommends -t {SUITE}-backports {' '.join(PACKAGES)} && apt-get clean "
+                            "&& rm -rf /var/lib/apt/lists/*", log=out)
+            (part / ".stage-apt").write_text(f"{time.monotonic() - t:.0f}\n")
+        steps["apt"] = float((part / ".stage-apt").read_text())
         t = time.monotonic()
         log("LAVA's database (dpkg-reconfigure lava-server), the admin, the worker and the devices")
+        # LAVA's postinst would write PORT 5432 and connect there over TCP, where another server
+        # may listen on this machine: the cluster gets a free port, and LAVA that one
+        port = _free_port()
+        (part / "etc/lava-server/settings.d/00-database.yaml").write_text(
+            "DATABASES:\n  default:\n    ENGINE: \"django.db.backends.postgresql\"\n    NAME: \"lavaserver\"\n"
+            f"    USER: \"lavaserver\"\n    PASSWORD: \"{secrets.token_hex(8)}\"\n    HOST: \"127.0.0.1\"\n"
+            f"    PORT: {port}\n")
         (part / "tmp/setup-db.py").write_text(SETUP_DB)
-        in_chroot(part, f"pg_ctlcluster {PG} main start && DEBIAN_FRONTEND=noninteractive dpkg-reconfigure "
-                        "-fnoninteractive lava-server && lava-server manage shell -c \"exec(open('/tmp/setup-db.py').read())\" "
-                        f"&& pg_ctlcluster {PG} main stop && rm -f /tmp/setup-db.py", log=out)
+        conf = part / f"etc/postgresql/{PG}/main/postgresql.conf"
+        text = re.sub(r"(?m)^port = \d+", f"port = {port}", conf.read_text())
+        conf.write_text(re.sub(r"(?m)^#?listen_addresses = '[^']*'", "listen_addresses = '127.0.0.1'", text))
+        in_chroot(part, "chown lavaserver:lavaserver /etc/lava-server/settings.d/00-database.yaml "
+                        "&& chmod 640 /etc/lava-server/settings.d/00-database.yaml "
+                        f"&& pg_ctlcluster {PG} main start && export PGPORT={port} "
+                        "&& DEBIAN_FRONTEND=noninteractive dpkg-reconfigure -fnoninteractive lava-server "
+                        "&& lava-server manage shell -c \"exec(open('/tmp/setup-db.py').read())\" "
+                        f"; rc=$?; pg_ctlcluster {PG} main stop; rm -f /tmp/setup-db.py; exit $rc", log=out)
         steps["database"] = time.monotonic() - t
     (part / DONE).write_text(" ".join(f"{k}={v:.0f}s" for k, v in steps.items()) + "\n")
+    for mark in part.glob(".stage-*"):
+        mark.unlink()
     shutil.rmtree(root, ignore_errors=True)
     part.rename(root)
     return root
