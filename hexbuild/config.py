@@ -101,6 +101,9 @@ OPTIONS: dict[str, Option] = {o.key: o for o in [
     _o("lab.device_type", str, "", "the LAVA device type lab run submits to"),
     _o("lab.queue_timeout", float, 3600.0, "seconds a lab job may wait for a board before it is canceled", minimum=1),
     _o("lab.poll", float, 5.0, "seconds between two looks at a lab job's state", minimum=0.1),
+    _o("lab.serve_artifacts", str, "", "HOST:PORT hexbuild serves the job tarball on while lab jobs run"),
+    _o("lab.publish", str, "", "a command that publishes the job tarball ({path}, {name}), instead of serving it"),
+    _o("lab.artifact_url", str, "", "where the lab's workers download the published tarball ({name})"),
 ]}
 
 SOURCES = ("default", "file", "env", "flag")

@@ -281,3 +281,22 @@ def test_lava_run_runs_the_job_content_exactly(lab, tmp_path, argv_echo_aarch64)
     assert log.steps["run"].exit_code == 0
     assert decode_echo(log.steps["run"].output)["argv"][-len(weird):] == weird
     assert '"case": "run", "result": "pass"' in done.stderr
+
+
+def test_release_runs_its_test_gates_on_lab_boards(cli, lab, tmp_path, real_linux_package, tiny_gguf):
+    """`release --lab`: the packaged tarball goes to a lab job for `--test ppl`; the open-toolchain
+    package has no NPU, so the gate fails (13) with the job's document in the report."""
+    text = tmp_path / "text.txt"
+    text.write_text(" ".join(["the quick brown fox jumps over the lazy dog"] * 60))
+    dist = tmp_path / "dist"
+    r = cli("--json", "release", "--prebuilt", f"linux={real_linux_package}", "--os", "linux", "--dist", str(dist),
+            "--lab", lab.url, "--lab-device-type", lab.device_type, "--lab-serve-artifacts", "127.0.0.1:0",
+            "--test", "ppl", "--test-model", str(tiny_gguf), "--test-text", str(text), "--no-strict")
+    assert r.rc == 13, r.err
+    report = json.loads((dist / "release-report.json").read_text())
+    test = next(s for s in report["stages"] if s["name"] == "test")
+    assert test["status"] == "failed" and report["failed_stage"] == "test"
+    (where, result), = test["tests"].items()
+    assert where.startswith("ppl lava:board") and result["job_url"].startswith(lab.url)
+    assert "nothing ran on the NPU" in result["reason"]
+    assert (dist / "tests" / "ppl-lab").is_dir()

@@ -108,7 +108,9 @@ def run_command(
     from pathlib import Path
 
     s = common.settings(**{"lab.url": lab, "lab.device_type": device_type, "lab.queue_timeout": queue_timeout,
-                           "run.results_dir": results_dir, "linux.sysroot": sysroot})
+                           "run.results_dir": results_dir, "linux.sysroot": sysroot,
+                           "lab.serve_artifacts": serve_artifacts, "lab.publish": publish,
+                           "lab.artifact_url": artifact_url})
     if board_os not in BOARD_OSES:
         raise UsageError(f"--board-os must be one of {', '.join(BOARD_OSES)}, got {board_os!r}")
     if not s["lab.url"]:
@@ -128,16 +130,13 @@ def run_command(
                               threads=None if s.origin("run.threads") == "default" else s["run.threads"],
                               ubatch=s["run.ubatch"], prompt_file=prompt_file, bundle_runtime=bundle_runtime,
                               sysroot=s["linux.sysroot"], ops=ops_req, ppl=ppl_req)
-    opts = session.LabOptions(url=s["lab.url"], token=s["lab.token"], device_type=s["lab.device_type"], count=devices,
-                              tags=_list(tags), timeout_s=timeout or 3600.0, queue_timeout_s=s["lab.queue_timeout"],
-                              poll_s=s["lab.poll"], serve=serve_artifacts, publish=publish, artifact_url=artifact_url,
-                              results_dir=s["run.results_dir"], db=db, allow_cpu_fallback=allow_cpu_fallback,
-                              board_os=board_os, prompts=list(prompt) if prompt else list(session.definition.DEFAULT_PROMPTS))
+    opts = session.options(s, count=devices, tags=_list(tags), timeout_s=timeout or 3600.0, db=db,
+                       allow_cpu_fallback=allow_cpu_fallback, board_os=board_os, prompts=prompt)
     outcomes = session.run(req, opts)
     _report(outcomes)
     if baseline is not None:
-        _compare(outcomes, s, baseline, fail_below)
-    _exit(outcomes)
+        session.compare(outcomes, Path(s["run.results_dir"]), baseline, fail_below)
+    session.raise_first(outcomes)
 
 
 def _report(outcomes) -> None:
@@ -159,37 +158,6 @@ def _report(outcomes) -> None:
         elif o.human:
             sys.stdout.write(o.human if o.human.endswith("\n") else o.human + "\n")
         sys.stdout.flush()
-
-
-def _compare(outcomes, s, baseline: str, fail_below: float) -> None:
-    from pathlib import Path
-
-    from .. import runner
-    from ..bench import compare, history
-
-    for o in outcomes:
-        if o.error is not None or not o.doc.get("bench_id"):
-            continue
-        db = Path(o.doc.get("db") or history.default_path(s["run.results_dir"]))
-        # the boards of a device type are one population: the lab picks one of them per job
-        compare.run_compare(db=db, baseline=baseline, candidate=o.doc["bench_id"],
-                            by="model,sessions,devices,batch,ubatch,threads,test", fail_below=fail_below,
-                            out=Path(s["run.results_dir"]) / f"compare-{runner._timestamp()}-job{o.job_id}")
-
-
-def _exit(outcomes) -> None:
-    """The local command's own code when a job found something (a failed test, a fallback, a
-    program's exit code), else the lab's fault (15); one line for each."""
-    from ..errors import LabFault
-    from ..ui import ui
-
-    found = [o for o in outcomes if o.error is not None and not isinstance(o.error, LabFault)]
-    faults = [o for o in outcomes if isinstance(o.error, LabFault)]
-    for o in (found + faults)[1:]:
-        ui.warn(f"job {o.job_id}: {o.error.message}")
-    first = (found or faults or [None])[0]
-    if first is not None:
-        raise first.error
 
 
 @lab_app.command("status")
@@ -243,7 +211,7 @@ def results_command(
 
     from ..errors import UsageError
     from ..lab.client import LavaClient, parse_job_ref
-    from ..lab.session import job_outcome
+    from ..lab.session import job_outcome, raise_first
 
     s = common.settings(**{"lab.url": lab, "run.results_dir": results_dir})
     outcomes = []
@@ -256,7 +224,7 @@ def results_command(
             outcomes.append(job_outcome(client, jid, results_dir=Path(s["run.results_dir"]),
                                         allow_cpu_fallback=allow_cpu_fallback))
     _report(outcomes)
-    _exit(outcomes)
+    raise_first(outcomes)
 
 
 def register(app: typer.Typer) -> None:

@@ -39,6 +39,12 @@ def release(
                                        help="After deploying, run `hexbuild test` ops and/or ppl on every target."),
     test_model: Optional[str] = typer.Option(None, "--test-model", metavar="GGUF", help="The model `--test ppl` uses."),
     test_text: Optional[str] = typer.Option(None, "--test-text", metavar="FILE", help="The text `--test ppl` uses."),
+    lab: Optional[str] = typer.Option(None, "--lab", metavar="URL",
+                                      help="Run the --test gates as jobs on this LAVA lab's boards (Linux packages; lab.* settings)."),
+    lab_device_type: Optional[str] = typer.Option(None, "--lab-device-type", metavar="TYPE",
+                                                  help="The lab's device type for --lab (default: lab.device_type)."),
+    lab_serve_artifacts: Optional[str] = typer.Option(None, "--lab-serve-artifacts", metavar="HOST:PORT",
+                                                      help="Serve the lab jobs' tarball here (default: lab.serve_artifacts)."),
     strict: Optional[bool] = typer.Option(None, "--strict/--no-strict",
                                           help="Exit 10 when warnings were raised (default: on under CI=true)."),
     # the rest of build's options: the build stage takes every build.* setting (cli/build.py)
@@ -68,14 +74,26 @@ def release(
                              install_dir=install_dir, jobs=jobs, htp=htp, cmake_arg=cmake_arg, engine=engine,
                              image=image, pull=pull, user=user, transfer=transfer, keep_container=keep_container,
                              toolchain=toolchain, build_target=build_target, cache_volume=cache_volume)
-    s = common.settings(**flags, **{"release.dist_dir": dist, "ci.strict": strict})
+    s = common.settings(**flags, **{"release.dist_dir": dist, "ci.strict": strict, "lab.url": lab,
+                                    "lab.device_type": lab_device_type, "lab.serve_artifacts": lab_serve_artifacts})
     options = ReleaseOptions.from_settings(s, oses=os_names, targets=target, smoke=smoke, prebuilt=prebuilt)
     options.force = force
     options.allow_cpu_fallback = allow_cpu_fallback
     options.tests = [x.strip() for x in (test or "").split(",") if x.strip()]
     bad = [x for x in options.tests if x not in ("ops", "ppl")]
-    if bad or (options.tests and not options.targets):
-        raise UsageError(f"--test {bad[0]}: valid: ops, ppl" if bad else "--test runs on the deploy targets, and none were given")
+    if lab is not None:
+        from ..lab.session import options as lab_options
+
+        if "linux" not in options.oses:
+            raise UsageError("--lab runs Linux packages on lab boards: add --os linux")
+        if not s["lab.device_type"]:
+            raise UsageError("--lab needs the boards' device type: --lab-device-type TYPE (or lab.device_type)")
+        if not options.tests:
+            raise UsageError("--lab runs the --test gates: add --test ops and/or ppl")
+        options.lab = lab_options(s)
+    if bad or (options.tests and not options.targets and options.lab is None):
+        raise UsageError(f"--test {bad[0]}: valid: ops, ppl" if bad else
+                         "--test runs on the deploy targets (or with --lab on lab boards), and none were given")
     if "ppl" in options.tests and not (test_model and test_text):
         raise UsageError("--test ppl needs --test-model GGUF and --test-text FILE")
     options.test_model, options.test_text = test_model, test_text

@@ -48,6 +48,16 @@ class LabOptions:
     priority: str = "medium"
 
 
+def options(s, **kw: Any) -> LabOptions:
+    """The lab settings (lab.*, run.results_dir) as session options; ``kw`` overrides them."""
+    prompts = kw.pop("prompts", None)
+    return LabOptions(url=s["lab.url"], token=s["lab.token"], device_type=s["lab.device_type"],
+                      queue_timeout_s=s["lab.queue_timeout"], poll_s=s["lab.poll"],
+                      serve=s["lab.serve_artifacts"] or None, publish=s["lab.publish"] or None,
+                      artifact_url=s["lab.artifact_url"] or None, results_dir=s["run.results_dir"],
+                      prompts=list(prompts) if prompts else list(definition.DEFAULT_PROMPTS), **kw)
+
+
 def spec_of(device: str | None, device_type: str) -> str:
     """How a lab board appears in records (target, bench history): its name in the lab."""
     return f"lava:{device or device_type}"
@@ -286,6 +296,32 @@ def run(req: LabRequest, opts: LabOptions) -> list[JobOutcome]:
         raise Interrupted("interrupted; the lab's jobs were cancelled") from None
     finally:
         session.close()
+
+
+def raise_first(outcomes: list[JobOutcome]) -> None:
+    """The local command's own error when a job found something (a failed test, a fallback, a
+    program's exit code), else the lab's fault (15); the others are one warning line each."""
+    found = [o for o in outcomes if o.error is not None and not isinstance(o.error, LabFault)]
+    faults = [o for o in outcomes if isinstance(o.error, LabFault)]
+    for o in (found + faults)[1:]:
+        ui.warn(f"job {o.job_id}: {o.error.message}")  # type: ignore[union-attr]
+    if found or faults:
+        raise (found or faults)[0].error  # type: ignore[misc]
+
+
+def compare(outcomes: list[JobOutcome], results_dir: Path, baseline: str, fail_below: float | None) -> None:
+    """`bench compare --fail-below` of each bench job's rows against ``baseline`` (exit 11)."""
+    from .. import runner
+    from ..bench import compare as bench_compare, history
+
+    for o in outcomes:
+        if o.error is not None or not o.doc.get("bench_id"):
+            continue
+        db = Path(o.doc.get("db") or history.default_path(results_dir))
+        # the boards of a device type are one population: the lab picks one of them per job
+        bench_compare.run_compare(db=db, baseline=baseline, candidate=o.doc["bench_id"],
+                                  by="model,sessions,devices,batch,ubatch,threads,test", fail_below=fail_below,
+                                  out=results_dir / f"compare-{runner._timestamp()}-job{o.job_id}")
 
 
 def _nothing_to_run(req: LabRequest) -> HexbuildError:

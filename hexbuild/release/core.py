@@ -154,7 +154,7 @@ class Release(ReleaseStages):
         interrupt, which stays 130), keeping what the underlying error said."""
         stage.status = "failed"
         cls = STAGE_ERRORS.get(stage.name, HexbuildError)
-        if not isinstance(err, (cls, errors.Interrupted)) and err.exit_code != errors.INTERNAL:
+        if not isinstance(err, (cls, errors.Interrupted, errors.LabFault)) and err.exit_code != errors.INTERNAL:
             err = cls(err.message, hint=err.hint, details={**err.details, "cause": err.kind})
         stage.error = {**err.to_json(), "stage": stage.title}
         self.error = err

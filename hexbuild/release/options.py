@@ -31,6 +31,7 @@ class ReleaseOptions:
     test_model: str | None = None  # the GGUF (and text) `--test ppl` measures on
     test_text: str | None = None
     force: bool = False  # build even when the build is up to date (build --force)
+    lab: Any = None  # lab.session.LabOptions: the --test gates run as jobs on a LAVA lab's boards
 
     @classmethod
     def from_settings(cls, settings: Settings, *, oses: list[str] | None = None, targets: list[str] | None = None,

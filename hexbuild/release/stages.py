@@ -232,9 +232,12 @@ class ReleaseStages:
                         details={"failures": failures})
 
     def _test(self, stage: Stage) -> None:
-        """`hexbuild test ops` / `test ppl` on every target deployed to; results under dist/tests/."""
+        """`hexbuild test ops` / `test ppl` on every target deployed to (or, with --lab, as jobs on
+        the lab's boards); results under dist/tests/."""
         from ..checks import ops, ppl
 
+        if self.opts.lab is not None:
+            return self._lab_test(stage)
         failures: list[str] = []
         results: dict[str, Any] = {}
         for spec, dev in self.devices.items():
@@ -259,6 +262,42 @@ class ReleaseStages:
         if failures:
             raise errors.TestsFailed(f"tests failed on {len(failures)} target run(s): {failures[0]}",
                                      details={"failures": failures})
+
+    def _lab_test(self, stage: Stage) -> None:
+        """The test gates on lab boards: one `hexbuild lab run -- test ops|ppl` per kind and Linux
+        package. A failed test is 13; a lab that failed the job is 15 (not a verdict on the build)."""
+        from dataclasses import replace
+
+        from ..checks import ops, ppl
+        from ..lab import plan as lab_plan, session
+
+        failures: list[str] = []
+        faults: list[errors.HexbuildError] = []
+        results: dict[str, Any] = {}
+        for asset in (a for a in self.assets if a["os"] == "linux"):
+            for kind in self.opts.tests:
+                req = lab_plan.LabRequest(
+                    kind=kind, package=Path(asset["path"]), model=self.opts.test_model if kind == "ppl" else None,
+                    ops=ops.OpsRequest(target="lab") if kind == "ops" else None,
+                    ppl=ppl.PplRequest(target="lab", model="", text=self.opts.test_text or "") if kind == "ppl" else None)
+                opts = replace(self.opts.lab, results_dir=str(self.dist / "tests" / f"{kind}-lab"))
+                ui.info(f"{asset['name']}: test {kind} on the lab's {opts.device_type} boards")
+                for o in session.run(req, opts):
+                    where = f"{kind} {o.doc.get('target') or opts.device_type} (job {o.job_id})"
+                    results[where] = {"ok": o.error is None, "reason": o.doc.get("reason") or o.doc.get("error"),
+                                      "files": o.doc.get("files"), "job_url": o.doc.get("job_url")}
+                    if isinstance(o.error, errors.LabFault):
+                        faults.append(o.error)
+                    elif o.error is not None:
+                        failures.append(f"{where}: {o.error.message}")
+        stage.data["tests"] = results
+        stage.summary = f"{sum(r['ok'] for r in results.values())}/{len(results)} passed on the lab"
+        _annotate_each("test", failures + [f.message for f in faults])
+        if failures:
+            raise errors.TestsFailed(f"tests failed on {len(failures)} lab job(s): {failures[0]}",
+                                     details={"failures": failures})
+        if faults:
+            raise faults[0]
 
     def _smoke_one(self, runner, req):
         """One smoke run through the runner; the program's output goes to stderr (stdout holds
