@@ -353,6 +353,36 @@ def _isolated(tmp_path, monkeypatch):
     deploy_mod.FAULT_HOOK = None
 
 
+# -- device labs ---------------------------------------------------------------------------------------
+def _lab_run(c, *opts: str) -> list[str]:
+    return ["lab", "run", str(c.pkg()), "--device-type", "rb3gen2", "--serve-artifacts", "127.0.0.1:0", *opts]
+
+
+@case("lab-no-token", U, "no lab token: set HEXBUILD_LAB_TOKEN")
+def _(c):
+    return _lab_run(c, "--lab", "http://127.0.0.1:9", "--", "completion", "-n", "4")
+
+
+@case("lab-url-not-http", U, "the lab URL must be http(s)://HOST[:PORT]")
+def _(c):
+    c.env["HEXBUILD_LAB_TOKEN"] = "0123456789abcdef"
+    return _lab_run(c, "--lab", "ftp://lava.example.org", "--", "completion")
+
+
+@case("lab-unreachable", errors.LAB_FAILED, "cannot reach the lab at http://127.0.0.1:")
+def _(c):
+    from tests.infra.devices import free_port
+
+    c.env["HEXBUILD_LAB_TOKEN"] = "0123456789abcdef"
+    return _lab_run(c, "--lab", f"http://127.0.0.1:{free_port()}", "--", "completion")
+
+
+@case("lab-runs-what", U, "a lab job runs completion, bench, test ops or test ppl")
+def _(c):
+    c.env["HEXBUILD_LAB_TOKEN"] = "0123456789abcdef"
+    return _lab_run(c, "--lab", "http://127.0.0.1:9", "--", "frobnicate")
+
+
 def test_there_are_at_least_25_kinds():
     assert len(CASES) >= 25 and len({c.kind for c in CASES}) == len(CASES)
 

@@ -161,11 +161,13 @@ class Session:
         raise UsageError("the lab's workers must download the job: give --serve-artifacts HOST:PORT, or "
                          "--publish CMD with --artifact-url URL")
 
-    def submit(self, definition_text: str) -> list[int]:
-        who = self.client.whoami()  # a refused token is found before the tarball is fetched
-        if not who:
+    def check_token(self) -> None:
+        """The lab reached and the token taken, before anything is packed (a model can be GBs)."""
+        if not self.client.whoami():
             raise LabFault(f"the lab at {self.client.base} took the token for an anonymous user",
                            hint="check HEXBUILD_LAB_TOKEN")
+
+    def submit(self, definition_text: str) -> list[int]:
         why = self.client.validate(definition_text)
         if why:
             raise LabFault(f"the lab at {self.client.base} refused the job: {why}",
@@ -278,6 +280,7 @@ def run(req: LabRequest, opts: LabOptions) -> list[JobOutcome]:
     """Everything `lab run` does; the outcomes in submission order."""
     session = Session(req, opts)
     try:
+        session.check_token()
         planned, text = session.prepare()
         try:
             if not planned.steps:
