@@ -172,7 +172,8 @@ def _bench_steps(board: PackageBoard, req: LabRequest, model: str | None, out: P
     breq = matrix.BenchRequest(targets=[board.spec], models=[model], ndev=[req.ndev] if req.ndev else
                                ([] if req.htp_devices else [1]), devices=[req.htp_devices] if req.htp_devices else [],
                                ubatch=[req.ubatch], threads=[req.threads or 6], knobs=req.knobs,
-                               extra=req.extra, dest=INSTALL, models_dir=MODELS)
+                               extra=req.extra, dest=INSTALL, models_dir=MODELS,
+                               sessions_given=bool(req.ndev or req.htp_devices))
     planned = matrix.plan_on(board, board.spec, breq)
     out.bench = (breq, planned)
     return [Step(step_name("bench", str(i) if len(planned) > 1 else ""), p.invocation,
