@@ -99,7 +99,7 @@ def the_job(package: Path, model: Path, work: Path):
     planned = lab_plan.plan(req, "lava:ssh")
     try:
         request = jobmod.request_doc("completion", planned.steps, args={})
-        tarball = bundle.make(session.members(planned, jobmod.script("plain", planned.steps, request), "plain"),
+        tarball = bundle.make(session.tarball_members(planned, jobmod.script("plain", planned.steps, request), "plain"),
                               where=work / "plain")
     finally:
         planned.close()

@@ -259,7 +259,7 @@ def test_lava_run_runs_the_job_content_exactly(lab, tmp_path, argv_echo_aarch64)
     planned = lab_plan.plan(req, "lava:ssh")
     try:
         request = jobmod.request_doc("completion", planned.steps, args={})
-        tarball = bundle.make(session.members(planned, jobmod.script("t", planned.steps, request), "t"),
+        tarball = bundle.make(session.tarball_members(planned, jobmod.script("t", planned.steps, request), "t"),
                               where=tmp_path / "cache")
     finally:
         planned.close()

@@ -63,7 +63,7 @@ def run_job(tmp_path: Path, req: lab_plan.LabRequest, *, exit_code: int = 0):
         opts = session.LabOptions(url="http://127.0.0.1:1", token="t", device_type="ssh")
         request = jobmod.request_doc(req.kind, planned.steps, args=session._args(req, opts, planned))
         script = jobmod.script("test", planned.steps, request, download=planned.download)
-        tarball = bundle.make(session.members(planned, script, "test"), where=tmp_path / "cache")
+        tarball = bundle.make(session.tarball_members(planned, script, "test"), where=tmp_path / "cache")
     finally:
         planned.close()
     jobdir = tmp_path / "lava-7" / "0" / "tests" / "0_hexbuild"
@@ -208,7 +208,7 @@ def test_the_tarball_is_reproducible_and_holds_the_install(tmp_path, package):
         planned = lab_plan.plan(req, "lava:ssh")
         try:
             request = jobmod.request_doc("completion", planned.steps, args={})
-            return bundle.make(session.members(planned, jobmod.script("t", planned.steps, request), "t"), where=where)
+            return bundle.make(session.tarball_members(planned, jobmod.script("t", planned.steps, request), "t"), where=where)
         finally:
             planned.close()
 
@@ -275,3 +275,14 @@ def test_environment_names_stay_shell_names(tmp_path, package):
     request, log, tests, _ = run_job(tmp_path, req)
     echo = decode_echo(joblog.parse(log).steps["run"].output)
     assert echo["env"]["GGML_HEXAGON_NHVX"] == "4; rm -rf /"
+
+
+def test_a_local_prompt_file_travels_with_the_job(tmp_path, package):
+    prompt = tmp_path / "prompt.txt"
+    prompt.write_text("Once upon a time, ünï\n")
+    req = lab_plan.LabRequest(kind="completion", package=package, prompt_file=str(prompt))
+    request, log, tests, jobdir = run_job(tmp_path, req)
+    argv = decode_echo(joblog.parse(log).steps["run"].output)["argv"]
+    shipped = Path(argv[argv.index("-f") + 1])
+    assert str(shipped).startswith(str(jobdir / "llama.cpp" / ".hexbuild" / "prompts"))
+    assert shipped.read_text() == prompt.read_text()

@@ -222,7 +222,7 @@ def chart_png(summary: Sequence[dict[str, Any]], title: str) -> bytes:
 
 
 @dataclass
-class _Planned:
+class PlannedRun:
     target: str
     ndev: int
     model: str
@@ -230,7 +230,7 @@ class _Planned:
     select: str | None = None  # the --devices list of this configuration
 
 
-def plan(req: BenchRequest, settings) -> list[_Planned]:
+def plan(req: BenchRequest, settings) -> list[PlannedRun]:
     """Render every configuration first, so that a bad one (a knob the revision does not read,
     several sessions on a v73 phone, a missing llama-bench) fails before anything runs."""
     planned = []
@@ -240,7 +240,7 @@ def plan(req: BenchRequest, settings) -> list[_Planned]:
     return planned
 
 
-def plan_on(target, spec: str, req: BenchRequest) -> list[_Planned]:
+def plan_on(target, spec: str, req: BenchRequest) -> list[PlannedRun]:
     """The configurations of ``req`` for one target, rendered against what is installed there."""
     planned = []
     selections: list[tuple[int | None, str | None]] = [(n, None) for n in req.ndev] + [(None, d) for d in req.devices]
@@ -254,21 +254,21 @@ def plan_on(target, spec: str, req: BenchRequest) -> list[_Planned]:
                 ubatch=",".join(map(str, req.ubatch)), batch=",".join(map(str, req.batch)) or None,
                 bench_output="jsonl", timeout=req.timeout))
             count = ndev or len([d for d in (devices or "").split(",") if d.strip()])
-            planned.append(_Planned(spec, count, model, prepared.invocation, devices))
+            planned.append(PlannedRun(spec, count, model, prepared.invocation, devices))
     return planned
 
 
-def run_stem(p: _Planned, rep: int) -> str:
+def run_stem(p: PlannedRun, rep: int) -> str:
     sel = f"dev{runner._slug(p.select)}" if p.select else f"ndev{p.ndev}"
     return f"{runner._slug(p.target)}-{sel}-{runner._slug(p.model)}-r{rep}"
 
 
-def run_info(p: _Planned, rep: int) -> dict[str, Any]:
+def run_info(p: PlannedRun, rep: int) -> dict[str, Any]:
     return {"target": p.target, "ndev": p.ndev, "select": p.select, "model": p.model, "rep": rep,
             "argv": p.invocation.argv, "env": p.invocation.env}
 
 
-def rows_of(p: _Planned, rep: int, req: BenchRequest, record, info: dict[str, Any]) -> list[dict[str, Any]]:
+def rows_of(p: PlannedRun, rep: int, req: BenchRequest, record, info: dict[str, Any]) -> list[dict[str, Any]]:
     """The rows one llama-bench run gave (none when it failed or fell back to the CPU); ``info``
     (its entry in results.json's runs) gets what happened."""
     recs = jsonl_records(record.stdout)
@@ -283,7 +283,7 @@ def rows_of(p: _Planned, rep: int, req: BenchRequest, record, info: dict[str, An
     return [_row(r, target=p.target, ndev=p.ndev, model=p.model, rep=rep, select=p.select) for r in recs]
 
 
-def run_once(target, p: _Planned, rep: int, req: BenchRequest, logs: Path) -> tuple[dict[str, Any], list]:
+def run_once(target, p: PlannedRun, rep: int, req: BenchRequest, logs: Path) -> tuple[dict[str, Any], list]:
     """One llama-bench run: its record for results.json and the JSONL rows it printed."""
     stem = run_stem(p, rep)
     info = run_info(p, rep)
@@ -298,7 +298,7 @@ def run_once(target, p: _Planned, rep: int, req: BenchRequest, logs: Path) -> tu
     return info, rows_of(p, rep, req, record, info)
 
 
-def failure_line(spec: str, p: _Planned, rep: int, req: BenchRequest, info: dict[str, Any]) -> str:
+def failure_line(spec: str, p: PlannedRun, rep: int, req: BenchRequest, info: dict[str, Any]) -> str:
     why = info.get("error") or f"llama-bench exited {info['exit_code']} with {info['records']} records"
     return f"{spec}: {why} (ndev {p.ndev}, {p.model}, run {rep}); log: {info['log']}"
 

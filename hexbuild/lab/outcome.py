@@ -156,7 +156,7 @@ def _bench(steps, args, log, cases, spec, results_dir, stem):
                                 "device_soc": args.get("device_type")}, args.get("model_sha256") or {})
     rows, runs, failures = [], [], []
     for i, step in enumerate(steps, 1):
-        p = matrix._Planned(spec, int(step.meta.get("ndev") or 0), str(step.meta.get("model")), step.invocation,
+        p = matrix.PlannedRun(spec, int(step.meta.get("ndev") or 0), str(step.meta.get("model")), step.invocation,
                             step.meta.get("select"))
         record = step_record(step, log, cases, spec, out / "logs", matrix.run_stem(p, 1), save_json=False)
         info = matrix.run_info(p, 1)

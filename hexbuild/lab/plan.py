@@ -94,7 +94,7 @@ def plan(req: LabRequest, spec: str) -> Planned:
         board = PackageBoard(spec, manifest)
         model = _model(req, out)
         if req.kind == "completion":
-            out.steps = [_run_step(board, req, model)]
+            out.steps = [_run_step(board, req, model, out)]
         elif req.kind == "bench":
             out.steps = _bench_steps(board, req, model, out)
         elif req.kind == "ops":
@@ -144,24 +144,23 @@ def _rr(req: LabRequest, **kw: Any) -> runner.RunRequest:
     return runner.RunRequest(**base)
 
 
-def _uploads(out: Planned, prepared) -> None:
+def _ship_upload(out: Planned, upload: tuple[Path, str] | None) -> None:
     """A local prompt or text file the command reads travels in the tarball, where it names it."""
-    if prepared.prompt_upload:
-        local, remote = prepared.prompt_upload
+    if upload:
+        local, remote = upload
         if not remote.startswith(JOB_DIR + "/"):
             raise UsageError(f"{local} would go outside the job's directory ({remote})")
         out.files[remote[len(JOB_DIR) + 1:]] = local
 
 
-def _run_step(board: PackageBoard, req: LabRequest, model: str | None) -> Step:
+def _run_step(board: PackageBoard, req: LabRequest, model: str | None, out: Planned) -> Step:
     prepared = runner.prepare_on(board, _rr(req, kind="completion", model=model, prompt_file=req.prompt_file))
+    _ship_upload(out, prepared.prompt_upload)
     if prepared.cpu_only:
         from ..ui import ui
 
         ui.warn(prepared.cpu_only)
-    step = Step("run", prepared.invocation, title=f"{prepared.invocation.tool} (hexbuild run completion)")
-    step.meta["prompt"] = [str(p) for p in (prepared.prompt_upload or ())]
-    return step
+    return Step("run", prepared.invocation, title=f"{prepared.invocation.tool} (hexbuild run completion)")
 
 
 def _bench_steps(board: PackageBoard, req: LabRequest, model: str | None, out: Planned) -> list[Step]:
@@ -206,8 +205,7 @@ def _ppl_steps(board: PackageBoard, req: LabRequest, model: str | None, out: Pla
     steps = []
     for label, cpu in (("htp", False), ("cpu", True)):
         inv, upload = ppl.invocation(board, preq, cpu=cpu)
-        if upload:
-            _uploads(out, type("P", (), {"prompt_upload": upload})())
+        _ship_upload(out, upload)
         steps.append(Step(f"ppl-{label}", inv, title=f"llama-perplexity on the {label.upper()} (hexbuild test ppl)",
                           role=f"ppl-{label}"))
     return steps

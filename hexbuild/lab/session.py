@@ -88,7 +88,7 @@ def _args(req: LabRequest, opts: LabOptions, planned: Planned) -> dict[str, Any]
     return args
 
 
-def members(planned: Planned, script: str, title: str) -> list[bundle.Member]:
+def tarball_members(planned: Planned, script: str, title: str) -> list[bundle.Member]:
     pkg_files = planned.package.files
     out = [bundle.data_member(jobmod.TESTDEF, jobmod.test_definition(title).encode()),
            bundle.data_member(jobmod.SCRIPT, script.encode(), 0o755),
@@ -134,7 +134,7 @@ class Session:
             title = f"{self.req.kind} on {opts.device_type}"
             request = jobmod.request_doc(self.req.kind, planned.steps, args=_args(self.req, opts, planned))
             script = jobmod.script(title, planned.steps, request, download=planned.download)
-            tarball = bundle.make(members(planned, script, title))
+            tarball = bundle.make(tarball_members(planned, script, title))
             url = self._reach(tarball)
             revision = request["args"]["context"].get("revision") or "?"
             spec = definition.JobSpec(device_type=opts.device_type, artifact_url=url, tags=opts.tags,
