@@ -205,6 +205,7 @@ def results_command(
     lab: Optional[str] = typer.Option(None, "--lab", metavar="URL", help="The LAVA server (default: lab.url)."),
     results_dir: Optional[str] = typer.Option(None, "--results-dir", help="Where logs and results go (default: run.results_dir)."),
     allow_cpu_fallback: bool = typer.Option(False, "--allow-cpu-fallback", help="A fallback is a warning, not exit 12."),
+    db: str = typer.Option("", "--db", metavar="FILE", help="bench: add the rows to this history database (default: none; lab run added them)."),
 ) -> None:
     """The results of finished hexbuild lab jobs, as `lab run` reports them (and exits)."""
     from pathlib import Path
@@ -222,7 +223,7 @@ def results_command(
             if state != "Finished":
                 raise UsageError(f"job {jid} is {state}, not finished: see hexbuild lab status {ref}")
             outcomes.append(job_outcome(client, jid, results_dir=Path(s["run.results_dir"]),
-                                        allow_cpu_fallback=allow_cpu_fallback))
+                                        allow_cpu_fallback=allow_cpu_fallback, db=db))
     _report(outcomes)
     raise_first(outcomes)
 

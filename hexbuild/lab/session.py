@@ -237,8 +237,9 @@ class Session:
 
 
 def job_outcome(client: LavaClient, jid: int, *, results_dir: Path, timeout_error: HexbuildError | None = None,
-                allow_cpu_fallback: bool = False) -> JobOutcome:
-    """One job's document and the code the local command would exit with."""
+                allow_cpu_fallback: bool = False, db: str | None = None) -> JobOutcome:
+    """One job's document and the code the local command would exit with; ``db`` (when given)
+    replaces the history database the job's request names ('' for none)."""
     job = client.job(jid)
     stem = f"lava-job{jid}"
     results_dir.mkdir(parents=True, exist_ok=True)
@@ -267,6 +268,8 @@ def job_outcome(client: LavaClient, jid: int, *, results_dir: Path, timeout_erro
         doc = {"target": spec, "error": (fault.message if fault else "the job printed no request: not a hexbuild job?")}
         err = fault or JobIncomplete(f"job {jid} ran no hexbuild job script", hint=info["url"])
         return JobOutcome(jid, {**doc, "job_url": info["url"], "job": info}, err.exit_code, err)
+    if db is not None:
+        log.request.setdefault("args", {})["db"] = db
     doc, error, human = map_job(log.request, log, tests, spec=spec, results_dir=results_dir,
                                 stem=f"{time.strftime('%Y%m%d-%H%M%S')}-{stem}", allow_cpu_fallback=allow_cpu_fallback)
     doc = {**doc, "job_url": info["url"], "job": info}
