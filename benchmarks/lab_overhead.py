@@ -155,6 +155,9 @@ def main() -> int:
     print(f"| queued | {med([h['queued_s'] for h, _ in rows]):.1f} s | {med([p['queued_s'] for _, p in rows]):.1f} s |")
     print(f"| the program on the board | {med([h['program_s'] for h, _ in rows]):.1f} s | |")
     print(f"| whole process | {h_wall:.1f} s | |")
+    h_over = med([h["submit_to_result_s"] - h["job_s"] for h, _ in rows])
+    p_over = med([p["submit_to_result_s"] - p["job_s"] for _, p in rows])
+    print(f"| submit to result beyond the job's own duration | {h_over:.1f} s | {p_over:.1f} s |")
     print(f"\noverhead: submit-to-result / job duration = {h_sr / h_job:.2f}x for hexbuild, {p_sr / p_job:.2f}x plain; "
           f"hexbuild / plain submit-to-result = {h_sr / p_sr:.2f}x; before the submission (start, plan, pack, "
           f"serve, token, validate) {h_wall - h_sr:.1f} s")
