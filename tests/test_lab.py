@@ -300,3 +300,30 @@ def test_release_runs_its_test_gates_on_lab_boards(cli, lab, tmp_path, real_linu
     assert where.startswith("ppl lava:board") and result["job_url"].startswith(lab.url)
     assert "nothing ran on the NPU" in result["reason"]
     assert (dist / "tests" / "ppl-lab").is_dir()
+
+
+def test_a_lab_that_restarts_while_a_job_runs_is_waited_for(lab, tmp_path, real_linux_package, tiny_gguf):
+    """LAVA's web API goes away for a few seconds while the job runs (a restart): hexbuild keeps
+    looking, says so in a line, and reports the job when the API is back."""
+    from tests.infra.lava import restart_api
+
+    env = {**os.environ, **lab.env, "XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    p = subprocess.Popen([sys.executable, "-m", "hexbuild", "--json", "lab", "run", str(real_linux_package), "--model",
+                          str(tiny_gguf), "--serve-artifacts", "127.0.0.1:0", "--results-dir", str(tmp_path / "res"),
+                          "--", "completion", "-t", "2", "-n", "8", "-p", PROMPT],
+                         stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+    seen = []
+    try:
+        for line in p.stderr:
+            seen.append(line)
+            if ": Running" in line:
+                break
+        restart_api(lab, down_s=4)
+        out, err = p.communicate(timeout=300)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    err = "".join(seen) + err
+    assert p.returncode == 0, err
+    assert "cannot reach the lab" in err and "trying again" in err
+    assert json.loads(out)["job"]["health"] == "Complete"

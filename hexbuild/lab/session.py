@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..errors import HexbuildError, Interrupted, JobIncomplete, LabFault, LabTimeout, UsageError
+from ..errors import HexbuildError, Interrupted, JobIncomplete, LabFault, LabTimeout, LabUnreachable, UsageError
 from ..ui import ui
 from . import bundle, definition, job as jobmod
 from .client import LavaClient
@@ -25,6 +25,8 @@ from .outcome import JobOutcome, job_info, lava_error, map_job
 from .plan import LabRequest, Planned, plan
 
 GRACE_S = 300.0  # past the job's own timeout, LAVA has had its chance to end it
+UNREACHABLE_S = 120.0  # how long the lab may not answer (a restart) before hexbuild gives up on it
+QUEUED = ("Submitted", "Scheduling", "Scheduled")  # no board has started it yet
 
 
 @dataclass
@@ -183,11 +185,20 @@ class Session:
         """Until every job has finished, timed out in the queue or run past its timeout."""
         opts = self.opts
         states: dict[int, str] = {}
+        lost: float | None = None  # since when the lab has not answered
         while len(self.finished) < len(self.jobs):
             for jid, rec in self.jobs.items():
                 if jid in self.finished:
                     continue
-                job = self.client.job(jid)
+                try:
+                    job = self.client.job(jid)
+                except LabUnreachable as e:  # a server restart: the jobs go on without us
+                    lost = lost or time.monotonic()
+                    if time.monotonic() - lost > UNREACHABLE_S:
+                        raise
+                    ui.warn(f"{e.message}; trying again for {UNREACHABLE_S - (time.monotonic() - lost):.0f}s")
+                    break
+                lost = None
                 rec["job"] = job
                 state = str(job.get("state"))
                 if states.get(jid) != state:
@@ -197,12 +208,12 @@ class Session:
                 now = time.monotonic()
                 if state == "Finished":
                     self.finished.add(jid)
-                elif state in ("Submitted",) and now - rec["submitted"] > opts.queue_timeout_s:
+                elif state in QUEUED and now - rec["submitted"] > opts.queue_timeout_s:
                     self._give_up(jid, LabTimeout(
                         f"job {jid} waited {opts.queue_timeout_s:g}s for a {opts.device_type} board and none took it "
                         "(no Good board of that type, or one whose device dictionary does not validate)",
                         hint=f"see the devices of type {opts.device_type} in the lab; raise --queue-timeout if they are busy"))
-                elif state in ("Scheduling", "Scheduled", "Running", "Canceling"):
+                elif state in ("Running", "Canceling"):
                     rec["started"] = rec["started"] or now
                     if now - rec["started"] > opts.timeout_s + GRACE_S:
                         self._give_up(jid, LabTimeout(f"job {jid} ran past its timeout ({opts.timeout_s:g}s) and the lab "

@@ -138,9 +138,7 @@ def start_lab(d: Path, boards: list[VirtualBoard]) -> LavaLab:
         port = free_port()
         lab.url = f"http://127.0.0.1:{port}"
         _start(lab, "publisher", ["lava-server", "manage", "lava-publisher", "--level", "INFO"])
-        _start(lab, "gunicorn", ["gunicorn3", "lava_server.wsgi", "--bind", f"127.0.0.1:{port}",
-                                 "--worker-class", "gthread", "--workers", "2", "--threads", "4",
-                                 "-u", "lavaserver", "-g", "lavaserver"])
+        _start(lab, "gunicorn", _api_argv(port))
         _start(lab, "scheduler", ["lava-server", "manage", "lava-scheduler", "--level", "INFO",
                                   "--event-url", f"tcp://127.0.0.1:{event_port}"])
         _wait(lambda: requests.get(f"{lab.url}/api/v0.2/system/version/", timeout=2).ok, "LAVA's API", 90, lab.procs)
@@ -186,6 +184,23 @@ def _configure(lab: LavaLab, boards: list[VirtualBoard], pg_port: int, event_por
 def _start(lab: LavaLab, name: str, argv: list[str], *, user: str | None = None) -> None:
     log = open(lab.logs / f"{name}.log", "ab")
     lab.procs[name] = _in(lab.procs["holder"].pid, lab.merged, argv, log=log, user=user)
+
+
+def _api_argv(port: int) -> list[str]:
+    return ["gunicorn3", "lava_server.wsgi", "--bind", f"127.0.0.1:{port}", "--worker-class", "gthread",
+            "--workers", "2", "--threads", "4", "-u", "lavaserver", "-g", "lavaserver"]
+
+
+def restart_api(lab: LavaLab, *, down_s: float) -> None:
+    """LAVA's web API (gunicorn) stopped, ``down_s`` seconds of nothing, and started again."""
+    import requests
+
+    port = int(lab.url.rsplit(":", 1)[1])
+    stop_process(lab.procs["gunicorn"], grace=20)
+    time.sleep(down_s)
+    _start(lab, "gunicorn", _api_argv(port))
+    _wait(lambda: requests.get(f"{lab.url}/api/v0.2/system/version/", timeout=2).ok, "LAVA's API again", 90,
+          lab.procs)
 
 
 def stop_lab(lab: LavaLab) -> None:
