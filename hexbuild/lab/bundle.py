@@ -150,7 +150,8 @@ class ArtifactServer:
                     ui.info(f"the job tarball was downloaded by {self.client_address[0]}")
 
             def log_message(self, fmt: str, *args) -> None:  # the route is a secret: -v shows no path
-                ui.detail(f"artifact server: {self.command} from {self.client_address[0]} -> {args[1] if len(args) > 1 else ''}")
+                status = args[1] if len(args) > 1 else ""
+                ui.detail(f"artifact server: {self.command} from {self.client_address[0]} -> {status}")
 
         self.downloads = 0
         try:
@@ -192,7 +193,8 @@ def fill(template: str, **values: str) -> str:
     try:
         return template.format(**values)
     except (KeyError, IndexError, ValueError) as e:
-        raise UsageError(f"{template!r}: unknown field {e} (known: {', '.join('{' + k + '}' for k in values)})") from None
+        known = ", ".join("{" + k + "}" for k in values)
+        raise UsageError(f"{template!r}: unknown field {e} (known: {known})") from None
 
 
 def publish(path: Path, command: str, url_template: str, *, run: Callable | None = None) -> str:

@@ -200,5 +200,6 @@ def _reason(e: Exception) -> str:
     m = re.search(r"\[Errno -?\d+\] ([^'\")\]]+)", text)
     if m:
         return m.group(1)
-    m = re.search(r"(Connection refused|Name or service not known|timed out|Temporary failure in name resolution)", text)
+    m = re.search(r"(Connection refused|Name or service not known|timed out|Temporary failure in name resolution)",
+                  text)
     return m.group(1) if m else text.splitlines()[0][:200] if text else type(e).__name__

@@ -100,8 +100,8 @@ def step_record(step: Step, log: JobLog, cases: dict[str, dict[str, Any]], spec:
     error = None
     if code is None:
         failed = [f"{s.name} exited {s.exit_code}" for s in log.steps.values() if s.exit_code]
-        error = (f"the job ended before {step.name} finished" if out is not None else f"the job never ran {step.name}") \
-            + (f" ({', '.join(failed)})" if failed else "")
+        error = f"the job ended before {step.name} finished" if out is not None else f"the job never ran {step.name}"
+        error += f" ({', '.join(failed)})" if failed else ""
     return runner.record_output(spec, _real(step, log), out.output if out else b"", exit_code=code,
                                 duration_s=out.duration_s if out else 0.0, results_dir=results_dir, stem=stem,
                                 save_json=save_json, error=error)
@@ -146,8 +146,9 @@ def _bench(steps, args, log, cases, spec, results_dir, stem):
     from ..bench import matrix
     from ..bench.history import Recorder
 
-    breq = matrix.BenchRequest(targets=[spec], models=list(args.get("models") or []), ubatch=list(args.get("ubatch") or [1024]),
-                               threads=list(args.get("threads") or [6]), knobs=[tuple(k) for k in args.get("knobs") or []],
+    breq = matrix.BenchRequest(targets=[spec], models=list(args.get("models") or []),
+                               ubatch=list(args.get("ubatch") or [1024]), threads=list(args.get("threads") or [6]),
+                               knobs=[tuple(k) for k in args.get("knobs") or []],
                                extra=list(args.get("extra") or []), db=args.get("db"),
                                allow_cpu_fallback=bool(args.get("allow_cpu_fallback")))
     out = results_dir / f"bench-{stem}"
@@ -181,11 +182,12 @@ def _ops(steps, args, log, cases, spec, out):
     from ..checks import ops
 
     oreq = ops.OpsRequest(target=spec, ndev=args.get("ndev"), devices=args.get("devices"),
-                          ops=list(args.get("ops") or ops.DEFAULT_OPS), types=list(args.get("types") or []), out=str(out))
+                          ops=list(args.get("ops") or ops.DEFAULT_OPS), types=list(args.get("types") or []),
+                          out=str(out))
     devices = []
     for step in steps:
-        record = step_record(step, log, cases, spec, out / "logs", f"test-ops-{runner._slug(step.session or step.name)}",
-                             save_json=True)
+        stem = f"test-ops-{runner._slug(step.session or step.name)}"
+        record = step_record(step, log, cases, spec, out / "logs", stem, save_json=True)
         devices.append(ops.device_result(step.session or step.name, record) if record.exit_code is not None
                        else ops.failed_run(step.session or step.name, record.log, record.error or "no result"))
     names = [s.session or s.name for s in steps]

@@ -72,8 +72,9 @@ def _args(req: LabRequest, opts: LabOptions, planned: Planned) -> dict[str, Any]
     m = planned.manifest
     llama = m.get("llama_cpp") or {}
     image = m.get("image") or {}
+    revision = llama.get("revision") or (llama.get("plan_rules") or {}).get("revision")
     args: dict[str, Any] = {"device_type": opts.device_type, "model_sha256": planned.models,
-                            "context": {"revision": llama.get("revision") or (llama.get("plan_rules") or {}).get("revision"),
+                            "context": {"revision": revision,
                                         "package_sha256": package_digest(m), "htp_arch": m.get("htp_arch"),
                                         "toolchain": image.get("digest") or image.get("reference") or m.get("engine")}}
     if req.kind == "bench" and planned.bench:
@@ -158,7 +159,8 @@ class Session:
             return self.server.url
         if opts.publish:
             if not opts.artifact_url:
-                raise UsageError("--publish needs --artifact-url TEMPLATE: where the workers download what it published")
+                raise UsageError("--publish needs --artifact-url TEMPLATE: where the workers download what it "
+                                 "published")
             return bundle.publish(tarball, opts.publish, opts.artifact_url)
         raise UsageError("the lab's workers must download the job: give --serve-artifacts HOST:PORT, or "
                          "--publish CMD with --artifact-url URL")
@@ -212,12 +214,13 @@ class Session:
                     self._give_up(jid, LabTimeout(
                         f"job {jid} waited {opts.queue_timeout_s:g}s for a {opts.device_type} board and none took it "
                         "(no Good board of that type, or one whose device dictionary does not validate)",
-                        hint=f"see the devices of type {opts.device_type} in the lab; raise --queue-timeout if they are busy"))
+                        hint=f"see the devices of type {opts.device_type} in the lab; raise --queue-timeout if they "
+                             "are busy"))
                 elif state in ("Running", "Canceling"):
                     rec["started"] = rec["started"] or now
                     if now - rec["started"] > opts.timeout_s + GRACE_S:
-                        self._give_up(jid, LabTimeout(f"job {jid} ran past its timeout ({opts.timeout_s:g}s) and the lab "
-                                                      "did not end it"))
+                        self._give_up(jid, LabTimeout(f"job {jid} ran past its timeout ({opts.timeout_s:g}s) and "
+                                                      "the lab did not end it"))
             if len(self.finished) < len(self.jobs):
                 time.sleep(opts.poll_s)
 
