@@ -135,10 +135,10 @@ def test_a_failed_test_in_a_complete_job_exits_13(cli, lab, tmp_path, real_linux
     assert r.err.count("hexbuild: error:") == 1
 
 
-def test_a_refused_token_is_one_line_and_15(cli, lab, tmp_path, real_linux_package, monkeypatch):
+def test_a_refused_token_is_one_line_and_16(cli, lab, tmp_path, real_linux_package, monkeypatch):
     monkeypatch.setenv("HEXBUILD_LAB_TOKEN", "not-" + lab.token)
     r = lab_run(cli, tmp_path, real_linux_package, "completion", json_out=False)
-    assert r.rc == 15
+    assert r.rc == 16
     lines = [l for l in r.err.splitlines() if l.startswith(("hexbuild: error:", "hint:"))]
     assert len(lines) == 2 and "the token was refused" in lines[0] and "Traceback" not in r.err
     assert lab.token not in r.err
@@ -147,7 +147,7 @@ def test_a_refused_token_is_one_line_and_15(cli, lab, tmp_path, real_linux_packa
 def test_a_job_no_board_takes_hits_the_queue_timeout(cli, lab, tmp_path, real_linux_package):
     r = lab_run(cli, tmp_path, real_linux_package, "completion", "-n", "4",
                 extra_opts=["--device-type", lab.queue_type, "--queue-timeout", "4"])
-    assert r.rc == 15, r.err
+    assert r.rc == 16, r.err
     assert "waited 4s for a ssh-queue board and none took it" in r.err
     doc = r.json
     assert doc["job"]["device_type"] == lab.queue_type
@@ -203,11 +203,11 @@ def test_status_cancel_and_results_of_a_job(cli, lab, tmp_path, real_linux_packa
     # cancel: a job that waits for a board nobody has
     q = lab_run(cli, tmp_path, real_linux_package, "completion", extra_opts=["--device-type", lab.queue_type,
                                                                              "--queue-timeout", "1"])
-    assert q.rc == 15
+    assert q.rc == 16
     c = cli("--json", "lab", "cancel", str(q.json["job"]["id"]))
     assert c.rc == 0 and c.json["jobs"][0]["cancel"] == "sent"
     nf = cli("lab", "status", "999999")
-    assert nf.rc == 15 and "no /api/v0.2/jobs/999999/" in nf.err
+    assert nf.rc == 16 and "no /api/v0.2/jobs/999999/" in nf.err
 
 
 def test_ctrl_c_cancels_the_submitted_jobs(lab, tmp_path, real_linux_package, tiny_gguf):

@@ -100,7 +100,7 @@ def run_command(
     The package and the model travel in one tarball that the lab's workers download; on the
     board the job runs the commands `hexbuild run`/`bench`/`test` render, with their dispatch
     proof. Results come from the jobs' test cases, never from their health. Exits as the local
-    command (12 CPU fallback, 13 a failed test, 11 a regression with --fail-below) or 15 when
+    command (12 CPU fallback, 13 a failed test, 11 a regression with --fail-below) or 16 when
     the lab failed the job (incomplete, no board in --queue-timeout, a refused token)."""
     from ..errors import UsageError
     from ..lab import plan as lab_plan, session

@@ -49,7 +49,7 @@ def parse_job_ref(ref: str, lab: str | None) -> tuple[str, int]:
 
 
 class LavaClient:
-    """One lab, one token. Every call has a timeout; every failure is one line (exit 15)."""
+    """One lab, one token. Every call has a timeout; every failure is one line (exit 16)."""
 
     def __init__(self, url: str, token: str, *, timeout: float = CALL_TIMEOUT) -> None:
         import requests

@@ -27,7 +27,7 @@ from .job import Step
 class JobOutcome:
     job_id: int
     doc: dict[str, Any]
-    exit_code: int  # what the local command would exit with; a lab fault: 15
+    exit_code: int  # what the local command would exit with; a lab fault: 16
     error: HexbuildError | None = None
     human: str | None = None  # what the local command prints without --json
 
@@ -171,7 +171,7 @@ def _bench(steps, args, log, cases, spec, results_dir, stem):
             failures.append(info)
             ui.warn(matrix.failure_line(spec, p, 1, breq, info))
     try:
-        doc = matrix.finish(breq, out, rows, runs, failures, recorder)
+        doc = matrix.finish(breq, out, rows, runs, failures, recorder, {spec: None})
     except (CpuFallback, RemoteFailed) as e:
         return {**e.details, "schema": matrix.SCHEMA, "results": matrix.summarize(rows),
                 "run_count": len(runs), "bench_id": recorder.bench_id}, e, None

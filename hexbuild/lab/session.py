@@ -320,7 +320,7 @@ def run(req: LabRequest, opts: LabOptions) -> list[JobOutcome]:
 
 def raise_first(outcomes: list[JobOutcome]) -> None:
     """The local command's own error when a job found something (a failed test, a fallback, a
-    program's exit code), else the lab's fault (15); the others are one warning line each."""
+    program's exit code), else the lab's fault (16); the others are one warning line each."""
     found = [o for o in outcomes if o.error is not None and not isinstance(o.error, LabFault)]
     faults = [o for o in outcomes if isinstance(o.error, LabFault)]
     for o in (found + faults)[1:]:

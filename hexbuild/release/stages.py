@@ -265,7 +265,7 @@ class ReleaseStages:
 
     def _lab_test(self, stage: Stage) -> None:
         """The test gates on lab boards: one `hexbuild lab run -- test ops|ppl` per kind and Linux
-        package. A failed test is 13; a lab that failed the job is 15 (not a verdict on the build)."""
+        package. A failed test is 13; a lab that failed the job is 16 (not a verdict on the build)."""
         from dataclasses import replace
 
         from ..checks import ops, ppl
