@@ -24,7 +24,7 @@ import requests
 from hexbuild.runner import RunRecord
 
 PROMPT = "The quick brown fox jumps over the lazy dog"
-RUN_KEYS = {"target", "tool", "argv", "env", "cwd", "exit_code", "duration_s", "log", "results", "dispatch"}
+RUN_KEYS = {"target", "tool", "argv", "env", "cwd", "exit_code", "duration_s", "log", "results", "dispatch", "roofline"}
 
 
 @pytest.fixture

@@ -115,7 +115,7 @@ def map_job(request: dict[str, Any], log: JobLog, tests: list[dict[str, Any]], *
     kind = request.get("kind")
     args = request.get("args") or {}
     if kind == "completion":
-        return _completion(steps, log, cases, spec, results_dir, stem, allow_cpu_fallback)
+        return _completion(steps, args, log, cases, spec, results_dir, stem, allow_cpu_fallback)
     if kind == "bench":
         return _bench(steps, args, log, cases, spec, results_dir, stem)
     if kind == "ops":
@@ -125,9 +125,16 @@ def map_job(request: dict[str, Any], log: JobLog, tests: list[dict[str, Any]], *
     raise JobIncomplete(f"the job's request names no kind hexbuild knows ({kind!r})")
 
 
-def _completion(steps, log, cases, spec, results_dir, stem, allow_cpu_fallback):
+def _completion(steps, args, log, cases, spec, results_dir, stem, allow_cpu_fallback):
+    from ..bench import roofline
+
     record = step_record(steps[0], log, cases, spec, results_dir, stem, save_json=True)
     doc = record.to_json()
+    # as `hexbuild run` adds it; a lab board's SoC is not known here, so no DRAM bound unless
+    # the model's traffic alone is worth saying
+    roof = roofline.for_run(record.results, model=args.get("gguf"), gguf=None, soc=None)
+    if roof is not None:
+        doc["roofline"] = roof
     error: HexbuildError | None = None
     if record.exit_code is None:
         error = RemoteFailed(f"{spec}: {record.error}", hint=f"the output so far is in {record.log}")

@@ -77,6 +77,8 @@ def _args(req: LabRequest, opts: LabOptions, planned: Planned) -> dict[str, Any]
                             "context": {"revision": revision,
                                         "package_sha256": package_digest(m), "htp_arch": m.get("htp_arch"),
                                         "toolchain": image.get("digest") or image.get("reference") or m.get("engine")}}
+    if req.model and Path(req.model).expanduser().is_file():
+        args["gguf"] = str(Path(req.model).expanduser().resolve())  # the roofline reads it, as run's does
     if req.kind == "bench" and planned.bench:
         breq, _ = planned.bench
         args.update(models=breq.models, ubatch=breq.ubatch, threads=breq.threads, knobs=breq.knobs, extra=breq.extra,
