@@ -113,11 +113,13 @@ def test_a_bench_job_adds_the_boards_rows_to_the_history(cli, lab, tmp_path, rea
     pp = next(s for s in doc["results"] if s["test"] == "pp32")
     assert cases["bench-pp32"]["unit"] == "t/s"
     assert float(cases["bench-pp32"]["measurement"]) == pytest.approx(pp["median_ts"], rel=1e-3)
-    # a candidate compared with itself is no regression; with --fail-below the gate runs
+    # the same bench again, on both boards (so one of them is not the baseline's), gated against
+    # it: the boards of a type are one population, and the same build is no regression
     r2 = lab_run(cli, tmp_path, real_linux_package, "bench", "-t", "2", "-p", "32", "-n", "8", "-r", "1",
                  extra_opts=["--model", str(tiny_gguf), "--db", str(db), "--baseline", doc["bench_id"],
-                             "--fail-below", "0.01"])
+                             "--fail-below", "0.01", "--devices", "2"])
     assert r2.rc == 0, r2.err
+    assert {json.loads(line)["job"]["device"] for line in r2.out.splitlines()} == {"board1", "board2"}
 
 
 def test_a_failed_test_in_a_complete_job_exits_13(cli, lab, tmp_path, real_linux_package, tiny_gguf):

@@ -217,15 +217,20 @@ def chart_png(result: dict[str, Any]) -> bytes:
 
 
 def run_compare(*, db: Path, baseline: str, candidate: str, by: str | None, fail_below: float | None,
-                out: Path) -> dict[str, Any]:
+                out: Path, boards_as_one: bool = False) -> dict[str, Any]:
+    """``boards_as_one``: rows are one device by their SoC (a lab's device type), not by serial:
+    a lab runs each job on whichever board of the type is free."""
     import os
 
     from ..paths import atomic_write
 
     if fail_below is not None and not 0 < fail_below <= 1:
         raise UsageError("--fail-below must be a ratio in (0, 1], e.g. 0.95")
-    result = compare(load_side(baseline, db), load_side(candidate, db), by=parse_by(by),
-                     threshold=fail_below if fail_below is not None else DEFAULT_THRESHOLD)
+    sides = [load_side(baseline, db), load_side(candidate, db)]
+    if boards_as_one:
+        for side in sides:
+            side.rows = [{**r, "device_serial": None} for r in side.rows]
+    result = compare(*sides, by=parse_by(by), threshold=fail_below if fail_below is not None else DEFAULT_THRESHOLD)
     md = markdown(result)
     out.mkdir(parents=True, exist_ok=True)
     files = {"json": out / "compare.json", "markdown": out / "compare.md", "chart": out / "compare.png"}

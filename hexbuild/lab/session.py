@@ -341,8 +341,8 @@ def compare(outcomes: list[JobOutcome], results_dir: Path, baseline: str, fail_b
             continue
         db = Path(o.doc.get("db") or history.default_path(results_dir))
         # the boards of a device type are one population: the lab picks one of them per job
-        bench_compare.run_compare(db=db, baseline=baseline, candidate=o.doc["bench_id"],
-                                  by="model,sessions,devices,batch,ubatch,threads,test", fail_below=fail_below,
+        bench_compare.run_compare(db=db, baseline=baseline, candidate=o.doc["bench_id"], by=None,
+                                  fail_below=fail_below, boards_as_one=True,
                                   out=results_dir / f"compare-{runner._timestamp()}-job{o.job_id}")
 
 
