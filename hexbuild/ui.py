@@ -134,12 +134,14 @@ class UI:
     # -- machine output (stdout) -----------------------------------------------------------
     def result(self, data: Any, human: Any = None) -> None:
         """The command's answer: JSON on stdout with --json, else ``human`` (text or a rich
-        renderable) on stdout."""
+        renderable, or a callable making one: a table is built only when it is shown) on stdout."""
         self.result_emitted = True
         if self.json:
             sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
             sys.stdout.flush()
             return
+        if callable(human):
+            human = human()
         if human is None:
             return
         if isinstance(human, str):

@@ -84,7 +84,7 @@ def deploy_command(
             pkg.close()
         for t in targets:
             t.close()
-    ui.result([r.to_json() for r in results], _table(results, dry_run))
+    ui.result([r.to_json() for r in results], lambda: _table(results, dry_run))
     raise_for_failures(results)
 
 

@@ -10,7 +10,7 @@ import time
 
 from .. import __version__
 from ..targets.base import ByteProgress, Target
-from ..targets.posix import batches
+from ..targets.posix import RENAME_INTO_PLACE, batches
 from .checkpoints import checkpoint
 from .layout import MANIFEST, SWAP, Layout, Live
 from .options import DeployOptions
@@ -87,10 +87,14 @@ def apply_plan(target: Target, lay: Layout, live: Live, plan: Plan, want: dict[s
             by_mode.setdefault(want[rel].mode, []).append(rel)
         target.chmod_in(R, by_mode)
     checkpoint(target, "pushed")
-    target.write_file(posixpath.join(R, MANIFEST), device_manifest(want, pkg, rid, plan.previous, opts))
+    # the manifest, written last, makes the release complete: it is renamed into place in the same
+    # device call as the switch (a deploy cut before that call finds a release to finish)
+    manifest = posixpath.join(R, MANIFEST)
+    staged = target.stage_file(manifest, device_manifest(want, pkg, rid, plan.previous, opts))
     checkpoint(target, "manifest")
     legacy = posixpath.basename(plan.previous) if live.kind == "dir" and plan.previous else lay.prefix + "legacy"
     keep = [lay.prefix + rid] + ([plan.previous] if plan.previous else [])
-    target.sh(SWAP, lay.parent, lay.name, lay.prefix + rid, lay.link_tmp, legacy, lay.prefix, *keep,
-              what="switching to the new release")
+    target.sh_chain([(RENAME_INTO_PLACE, [staged, manifest]),
+                     (SWAP, [lay.parent, lay.name, lay.prefix + rid, lay.link_tmp, legacy, lay.prefix, *keep])],
+                    what="switching to the new release")
     checkpoint(target, "swapped")

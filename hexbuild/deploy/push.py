@@ -49,12 +49,11 @@ def send(target: Target, root: str, rels: Sequence[str], want: dict[str, Package
     by_mode: dict[int, list[str]] = {}
     for rel, name in sent.items():  # adbd makes an executable 0777 whatever SEND's mode says
         by_mode.setdefault(want[rel].mode, []).append(posixpath.relpath(name, root))
-    target.chmod_in(root, by_mode)
-    if twins:
-        target.link_files(root, root, twins, make_dirs=False)  # their directories hold the first names
-        for src, rel in twins:
-            sent[rel] = posixpath.join(root, rel)
-            res.files_pushed += 1
+    # their directories hold the first names; one device call with the modes
+    target.chmod_in(root, by_mode, then=target.link_steps(root, root, twins) if twins else ())
+    for src, rel in twins:
+        sent[rel] = posixpath.join(root, rel)
+        res.files_pushed += 1
     return sent
 
 

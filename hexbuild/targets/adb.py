@@ -240,10 +240,15 @@ class AdbTarget(ShellTarget):
         return self._call(adbsync.pull_bytes, self.client, self._serial(), remote, timeout=self.transfer_timeout)
 
     def write_file(self, remote: str, data: bytes, *, mode: int = 0o644) -> None:
+        tmp = self.stage_file(remote, data, mode=mode)
+        self.sh('mv -f "$1" "$2"', tmp, remote, what=f"writing {remote}")
+
+    def stage_file(self, remote: str, data: bytes, *, mode: int = 0o644) -> str:
         tmp = self.temp_name(remote)
         self._call(adbsync.push_bytes, self.client, self._serial(), data, tmp, mode=mode, timeout=self.transfer_timeout)
-        self.sh('chmod "$1" "$2" && mv -f "$2" "$3"', format(mode, "o"), tmp, remote,
-                what=f"writing {remote}")
+        if mode & 0o111:  # adbd makes an executable 0777 whatever SEND's mode says
+            self.sh('chmod "$1" "$2"', format(mode, "o"), tmp, what=f"writing {remote}")
+        return tmp
 
 
 def start_local_server() -> None:

@@ -113,6 +113,8 @@ done'''
 _CHMOD = r'''set -e
 cd "$1"; m=$2; shift 2
 chmod "$m" "$@"'''
+# a file staged under a temporary name (stage_file) renamed into place: its mode came with it
+RENAME_INTO_PLACE = 'mv -f "$1" "$2"'
 _RM = r'''cd "$1" || exit 0
 shift
 rm -f "$@"'''
@@ -132,6 +134,29 @@ class ShellTarget(Target):
             last = (res.err.strip() or res.out.strip()).splitlines()[-1:] or [f"exit code {res.rc}"]
             raise RemoteFailed(f"{what} failed on {self.spec}: {last[0]}")
         return res
+
+    def sh_chain(self, steps: Sequence[tuple[str, Sequence[str]]], *, what: str = "a command",
+                 timeout: float | None = None) -> Captured:
+        """Several ``sh`` steps (script, args) in one remote call, each run only when the one before
+        succeeded: a round trip to a phone costs more than the steps (every element quoted, as
+        ``sh`` quotes its own). Steps that would not fit one command line go in several calls."""
+        lines = [shell_command(["sh", "-c", script, "sh", *args]) for script, args in steps if script]
+        res: Captured | None = None
+        group: list[str] = []
+        for line in lines + [""]:
+            if group and (not line or sum(map(len, group)) + len(line) > ARG_BUDGET * 2):
+                res = self.sh(" && ".join(group), timeout=timeout, what=what)
+                group = []
+            if line:
+                group.append(line)
+        return res if res is not None else Captured(0, b"", b"")
+
+    def stage_file(self, remote: str, data: bytes, *, mode: int = 0o644) -> str:
+        """``data`` under a temporary name beside ``remote`` with ``mode``; that name (the caller
+        renames it into place, e.g. in the same call as other steps: ``RENAME_INTO_PLACE``)."""
+        tmp = self.temp_name(remote)
+        self.write_file(tmp, data, mode=mode)
+        return tmp
 
     def home(self) -> str:
         res = self.sh('printf %s "$HOME"', what="reading $HOME")
@@ -249,10 +274,17 @@ class ShellTarget(Target):
         for chunk in batches(flat, group=2):
             self.sh(_LINK, src_root, dst_root, *chunk, what="linking unchanged files")
 
-    def chmod_in(self, root: str, by_mode: Mapping[int, Sequence[str]]) -> None:
-        for mode, rels in by_mode.items():
-            for chunk in batches([f"./{r}" for r in rels]):
-                self.sh(_CHMOD, root, format(mode, "o"), *chunk, what="setting file modes")
+    def chmod_in(self, root: str, by_mode: Mapping[int, Sequence[str]],
+                 then: Sequence[tuple[str, Sequence[str]]] = ()) -> None:
+        """Set the modes (one call for every mode), and run the steps ``then`` in the same call."""
+        steps = [(_CHMOD, [root, format(mode, "o"), *chunk]) for mode, rels in by_mode.items()
+                 for chunk in batches([f"./{r}" for r in rels])]
+        self.sh_chain([*steps, *then], what="setting file modes")
+
+    def link_steps(self, src_root: str, dst_root: str, pairs: Sequence[tuple[str, str]]) -> list[tuple[str, list[str]]]:
+        """``link_files`` (without making directories) as steps for ``sh_chain``."""
+        flat = [p for pair in pairs for p in pair]
+        return [(_LINK, [src_root, dst_root, *chunk]) for chunk in batches(flat, group=2)]
 
     def mkdirs(self, *paths: str) -> None:
         self.sh('mkdir -p -- "$@"', *paths, what="creating directories")
