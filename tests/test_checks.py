@@ -17,7 +17,7 @@ import pytest
 from hexbuild.checks import ops as ops_check
 from hexbuild.checks.ppl import read_ppl
 from tests import elf_factory as ef
-from tests.infra.runner_tools import decode_echo, make_install
+from tests.infra.runner_tools import make_install
 from tests.infra.tiny_model import write_tiny_gguf
 
 LOGS = Path(__file__).parent / "data" / "logs"

@@ -84,7 +84,7 @@ def test_log_text_on_stdin(debug):
             "CDSP: Crashed Shared Object \"./libggml-htp-v73.so\" load address : 0xE0800000\n"
             f"CDSP: Fault PC : {0xE0800000 + sym.addr + 4:#X}\n")
     cp = hexbuild(debug, "--addr2line", "-", stdin=qurt)
-    assert cp.returncode == 0 and f"half_sum+0x4" in cp.stdout, cp.stderr
+    assert cp.returncode == 0 and "half_sum+0x4" in cp.stdout, cp.stderr
     cp = hexbuild(debug, "--addr2line", stdin="nothing to see here\n")
     assert cp.returncode == errors.PARSE_FAILED and "hexbuild: error:" in cp.stderr
 

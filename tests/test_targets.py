@@ -112,7 +112,8 @@ def test_parsing_a_spec_imports_only_its_kind(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     loaded = eval(out)
     assert "hexbuild.targets.qemu" in loaded
-    assert not {"hexbuild.targets.ssh", "hexbuild.targets.adbproto", "hexbuild.targets.adbssh"} & set(loaded), loaded
+    assert not {"hexbuild.targets.ssh", "hexbuild.targets.sshsession", "hexbuild.targets.adbproto",
+                "hexbuild.targets.adbssh"} & set(loaded), loaded
 
 
 def test_soc_table_is_data_and_unknown_stays_unknown():

@@ -105,16 +105,20 @@ def run_command(
         ui.result({"target": req.target, **inv.to_json()}, inv.command_line())
         return
     record = runner.run(req, s)
+    reason = None
     if record.exit_code and runner.backend_absent(record):
         # no FastRPC on the target: the backend registered no device and llama.cpp refused
         # --device; exit 12 with the backend's reason, or (allowed) the same run on the CPU
         if not allow_cpu_fallback:
             ui.result(record.to_json())
             runner.check_dispatch(record)
-        ui.warn(f"{req.target}: {record.dispatch['fallback_reason']}; --allow-cpu-fallback: running again on the CPU")
+        reason = record.dispatch["fallback_reason"]
+        ui.warn(f"{req.target}: {reason}; --allow-cpu-fallback: running again on the CPU")
         req.cpu = True
         record = runner.run(req, s)
     doc = record.to_json()
+    if req.cpu and reason and isinstance(doc.get("dispatch"), dict) and not doc["dispatch"].get("fallback_reason"):
+        doc["dispatch"] = {**doc["dispatch"], "fallback_reason": reason}  # why this run is on the CPU
     roof = _roofline(record, req, s, gguf=gguf, soc=soc, peak_bandwidth=peak_bandwidth)
     if roof is not None:
         doc["roofline"] = roof

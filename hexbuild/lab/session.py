@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
 from ..errors import HexbuildError, Interrupted, JobIncomplete, LabFault, LabTimeout, LabUnreachable, UsageError
 from ..ui import ui
 from . import bundle, definition, job as jobmod

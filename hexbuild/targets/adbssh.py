@@ -25,7 +25,7 @@ from ..errors import EnvironmentMissing
 from .adb import AdbTarget
 from .adbproto import AdbClient, AdbConnectError
 from .base import TargetKind, TargetSettings
-from .ssh import SshSession
+from .sshsession import SshSession
 
 
 class AdbSshTarget(AdbTarget):

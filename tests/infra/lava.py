@@ -217,10 +217,11 @@ def stop_lab(lab: LavaLab) -> None:
 @pytest.fixture(scope="session")
 def lava_lab(tmp_path_factory):
     """A running LAVA lab with two SSH boards (device type ``ssh``) and a queue that never moves
-    (``ssh-queue``). Skips unless the LAVA chroot was built (HEXBUILD_TEST_LAVA=1 scripts/test.sh)."""
+    (``ssh-queue``). Skips unless the run opted in (HEXBUILD_TEST_LAVA=1 scripts/test.sh, which
+    builds the LAVA chroot): a chroot left in the cache by an earlier opt-in run is not enough."""
     from tests.infra import lava_chroot
 
-    if not lava_chroot.ready():
+    if os.environ.get(LAVA_TESTS_ENV) != "1" or not lava_chroot.ready():
         pytest.skip(f"the LAVA tests are opt-in: {LAVA_TESTS_ENV}=1 scripts/test.sh builds the LAVA chroot "
                     f"({lava_chroot.chroot_path()}) and runs them")
     d = tmp_path_factory.mktemp("lava")
