@@ -11,10 +11,10 @@ this machine (LLVM's, from clang-19's dependencies), so that a rebuild changes 2
 Cases, at each link rate (--rates, MB/s; tbf at 8x that in Mbit/s):
 
 - (a) redeploy after a rebuild that changed every shared library: `hexbuild deploy` of the new
-  package (the phone has the old one) against `adb push` of the same changed files, and
-  `adb push -Z` (raw) of them;
-- (b) first deploy of the whole package to an empty phone against `adb push` of the package
-  directory (and `-Z`);
+  package (the phone has the old one, and hexbuild remembers its link from that deploy) against
+  `adb push` of the same changed files, and `adb push -Z` (raw) of them;
+- (b) first deploy of the whole package to an empty phone (nothing remembered: hexbuild measures
+  the link) against `adb push` of the package directory (and `-Z`);
 - (c) a typical rebuild, a few MB changed (libllama and libggml-cpu): hexbuild against `adb push`
   of those files, with hexbuild's start-up (`hexbuild --version`) and its device probe and
   listing (`deploy --dry-run`) timed apart, to show what dominates there.
@@ -31,7 +31,7 @@ each, the phone's files are checked against the package's sha256. Times are medi
 runs; the load average and the CPU seconds of hexbuild and of adb are printed beside them, since
 the machine is shared and compression is CPU work.
 
-    python benchmarks/deploy_link.py [--rates 40,300] [--repeat 3] [--cases a,b,c,ssh]
+    python benchmarks/deploy_link.py [--rates 20,40,300] [--repeat 3] [--cases a,b,c,ssh]
 """
 
 from __future__ import annotations
@@ -150,6 +150,9 @@ class Bench:
             raise SystemExit(f"hexbuild deploy failed: {res}")
         return clock, res
 
+    def forget_link(self) -> None:
+        (Path(self.env["XDG_STATE_HOME"]) / "hexbuild" / "links.json").unlink(missing_ok=True)
+
     def adb(self, *args: str) -> Clock:
         with Clock() as c:
             run([self.server.adb, "-P", str(self.server.port), "-s", self.serial, *args], self.env)
@@ -213,6 +216,7 @@ def case_first(b: Bench, pkg: Path, repeat: int) -> None:
     total = tree_bytes([p for p in pkg.rglob("*") if p.is_file()])
     for _ in range(repeat):
         b.shell(f"rm -rf {DEST_PARENT}/first {DEST_PARENT}/.first* {DEST_PARENT}/plain")
+        b.forget_link()  # a first deploy knows nothing of the phone: it measures the link
         clock, res = b.deploy(pkg, dest)
         b.check(pkg, dest)
         h.append(clock)
@@ -325,7 +329,7 @@ def case_ssh(dev, work: Path, pkg: Path, repeat: int) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rates", default="40,300", help="link rates in MB/s (comma-separated)")
+    ap.add_argument("--rates", default="20,40,300", help="link rates in MB/s (comma-separated)")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--cases", default="a,b,c,ssh")
     ap.add_argument("--package", help="the real build's package directory, when it is built already (pkg-open-linux/"

@@ -539,6 +539,37 @@ def test_load_package_rejects_what_is_not_a_package(tmp_path):
         load_package(tmp_path / "empty")
 
 
+def test_a_package_is_hashed_in_the_background_and_the_hash_cache_keeps_every_writer(tmp_path, monkeypatch):
+    from hexbuild.deploy import HashCache
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(HashCache, "RACY_S", 0.0)  # files written just now are cached too
+    root = tmp_path / "pkg"
+    (root / "lib").mkdir(parents=True)
+    blobs = {f"lib/lib{i}.so": os.urandom(1 << 20) for i in range(3)}
+    for rel, data in blobs.items():
+        (root / rel).write_bytes(data)
+    late = HashCache()  # a second writer that read the cache before the package's hashes were saved
+    pkg = load_package(root)
+    assert {rel: f.size for rel, f in pkg.files.items()} == {rel: len(d) for rel, d in blobs.items()}
+    assert {rel: f.sha256 for rel, f in pkg.files.items()} == {rel: hashlib.sha256(d).hexdigest()
+                                                              for rel, d in blobs.items()}
+    pkg.close()
+    # it saves after them (a deploy hashes its models while the package hashes): nothing is lost
+    other = tmp_path / "model.gguf"
+    other.write_bytes(b"GGUF" + os.urandom(1000))
+    with late:
+        late.one(other)
+    cached = json.loads((tmp_path / "cache" / "hexbuild" / "sha256.json").read_text())
+    assert {str((root / rel).resolve()) for rel in blobs} | {str(other.resolve())} <= set(cached)
+    # a file that went away before it was hashed: one line at the first hash read, no traceback
+    from hexbuild.deploy.package import Digests
+    from hexbuild.errors import UsageError
+
+    with pytest.raises(UsageError, match="cannot read a package file"):
+        Digests([root / "lib" / "gone.so"]).get(0)
+
+
 def test_one_failing_target_does_not_stop_the_others_and_is_named(phones, make_locked_phone, pkg, cli):
     locked = make_locked_phone()
     ok = phones["SM8650"]

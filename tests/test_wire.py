@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from hexbuild.targets import parse_target
-from hexbuild.targets.wire import PROBE_BYTES, PROBE_FROM, WirePolicy
+from hexbuild.targets.wire import LINK_MEMORY_S, PROBE_BYTES, PROBE_FROM, LinkMemory, WirePolicy
 from tests import elf_factory as ef
 from tests.infra.adbwire import V2_FEATURES
 
@@ -114,6 +114,30 @@ def test_a_link_faster_than_compression_gets_raw_and_a_slow_one_zstd(tmp_path):
     assert probes == [] and no_dry_run.choose(lib).reason == "zstd"
 
 
+def test_the_level_follows_the_link_and_a_measured_link_is_remembered(tmp_path, monkeypatch):
+    lib = tmp_path / "lib.so"
+    shutil.copyfile(real_lib("libstdc++.so.6"), lib)
+    levels = {rate: WirePolicy(zstd=True, link_rate=rate).choose(lib).level for rate in (15e6, 35e6, 300e6)}
+    assert levels == {15e6: 3, 35e6: 2, 300e6: None}  # USB 2 on a shared bus, USB 2, USB 3
+    assert WirePolicy(zstd=True).choose(lib).level == 1  # not measured: what adb push does
+
+    memory = LinkMemory("adb:SERIAL", file=tmp_path / "links.json")
+    probes = []
+    feats = {"sendrecv_v2", "sendrecv_v2_zstd", "sendrecv_v2_dry_run_send"}
+    big = [lib] * (PROBE_FROM // lib.stat().st_size + 1)
+    first = WirePolicy.for_features(feats, lambda d, level: probes.append(level) or len(d) / 20e6, memory)
+    first.expect(big)
+    assert len(probes) == 2 and 19e6 < first.link_rate < 21e6
+    second = WirePolicy.for_features(feats, lambda d, level: probes.append(level) or 1.0, memory)
+    second.expect(big)
+    assert len(probes) == 2 and second.link_rate == round(first.link_rate)  # no dry run: remembered
+    assert LinkMemory("adb:OTHER", file=memory.file).recall() is None
+    stored = json.loads(memory.file.read_text())
+    stored["adb:SERIAL"][1] -= LINK_MEMORY_S + 1  # older than the memory keeps
+    memory.file.write_text(json.dumps(stored))
+    assert memory.recall() is None
+
+
 def test_what_whole_files_of_both_kinds_achieved_decides_over_the_estimates(tmp_path):
     lib = tmp_path / "lib.so"
     shutil.copyfile(real_lib("libstdc++.so.6"), lib)
@@ -196,7 +220,9 @@ def test_deploy_json_reports_wire_bytes_and_every_file_matches_the_manifest(wire
     assert on_device_matches_manifest(dev, release.resolve()) == len(files)
 
 
-def test_a_large_push_measures_the_link_first_and_compresses_on_a_slow_one(wire_device, pkg, cli):
+def test_a_large_push_measures_the_link_first_and_compresses_on_a_slow_one(wire_device, pkg, cli, tmp_path,
+                                                                            monkeypatch):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))  # no link remembered from another run
     dev, wire = wire_device(link_mbit=320)  # 40 MB/s, a USB 2 phone
     for name in REAL_LIBS[2:]:
         shutil.copyfile(real_lib(name), pkg / "lib" / name)
@@ -210,6 +236,15 @@ def test_a_large_push_measures_the_link_first_and_compresses_on_a_slow_one(wire_
     assert 5 < res["link_mb_s"] < 60, res
     assert res["files_compressed"] >= 4 and res["wire_bytes"] < 0.7 * res["bytes_pushed"]
     assert on_device_matches_manifest(dev, (dev.tmp / "llama.cpp").resolve()) > 4
+    # the next deploy (a rebuild changed the large libraries) remembers the link: no dry run
+    for name in REAL_LIBS[2:]:
+        with open(pkg / "lib" / name, "ab") as f:
+            f.write(b"\0" * 16)
+    r = cli("deploy", str(pkg), "--target", f"adb:{wire.serial}", "--dest", DEST, "--json")
+    assert r.rc == 0, r.err
+    [again] = r.json
+    assert len(wire.dry_runs()) == 2 and abs(again["link_mb_s"] - res["link_mb_s"]) <= 0.1
+    assert again["files_compressed"] >= 2 and on_device_matches_manifest(dev, (dev.tmp / "llama.cpp").resolve()) > 4
 
 
 @pytest.mark.parametrize("kind", ["adb://", "adb+ssh://", "adb+tcp://"])

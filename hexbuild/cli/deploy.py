@@ -43,7 +43,7 @@ def deploy_command(
                                           help="AArch64 glibc runtime for qemu: targets and --bundle-runtime (default: the open toolchain image's)."),
 ) -> None:
     """Deploy incrementally and atomically: only changed files travel, the switch is one rename."""
-    from ..deploy import DeployOptions, default_package, deploy, load_package, raise_for_failures
+    from ..deploy import default_package, load_package, raise_for_failures
     from ..errors import UsageError
     from ..targets import parse_target
     from ..ui import ui
@@ -64,21 +64,13 @@ def deploy_command(
     if len(set(specs)) != len(specs):
         raise UsageError("the same target is given twice: " + next(x for x in specs if specs.count(x) > 1))
     targets = [parse_target(spec, s) for spec in specs]  # all malformed specs fail before any work
-
-    opts = DeployOptions(dest=s["deploy.dest"] or None, models=[Path(m) for m in model or []],
-                         models_dir=s["deploy.models_dir"] or None, ndev=s["deploy.ndev"], verify=verify,
-                         rollback=rollback, dry_run=dry_run, parallel=s["deploy.parallel"], wait=s["deploy.wait"],
-                         stale_lock=s["deploy.stale_lock"], bundle_runtime=s["deploy.bundle_runtime"],
-                         sysroot=s["linux.sysroot"])
-    pkg = None
+    pkg = path = None
     try:
-        if not rollback:
+        if not rollback:  # its files are hashed in the background from here on (deploy/package.py)
             path = Path(package) if package else default_package(common.source_dir(s), s["build.install_dir"])
             pkg = load_package(path)
-            ui.info(f"package {path}: {len(pkg.files)} files, {_size(pkg.bytes)}")
-        with ui.progress() as progress:
-            opts.progress = progress
-            results = deploy(pkg, targets, opts)
+        results = _deploy(pkg, targets, s, model=model, verify=verify, rollback=rollback, dry_run=dry_run,
+                          path=path)
     finally:
         if pkg is not None:
             pkg.close()
@@ -86,6 +78,22 @@ def deploy_command(
             t.close()
     ui.result([r.to_json() for r in results], lambda: _table(results, dry_run))
     raise_for_failures(results)
+
+
+def _deploy(pkg, targets, s, *, model, verify: bool, rollback: bool, dry_run: bool, path):
+    from ..deploy import DeployOptions, deploy
+    from ..ui import ui
+
+    opts = DeployOptions(dest=s["deploy.dest"] or None, models=[Path(m) for m in model or []],
+                         models_dir=s["deploy.models_dir"] or None, ndev=s["deploy.ndev"], verify=verify,
+                         rollback=rollback, dry_run=dry_run, parallel=s["deploy.parallel"], wait=s["deploy.wait"],
+                         stale_lock=s["deploy.stale_lock"], bundle_runtime=s["deploy.bundle_runtime"],
+                         sysroot=s["linux.sysroot"])
+    if pkg is not None:
+        ui.info(f"package {path}: {len(pkg.files)} files, {_size(pkg.bytes)}")
+    with ui.progress() as progress:
+        opts.progress = progress
+        return deploy(pkg, targets, opts)
 
 
 def _ready_devices(s, already: list[str]) -> list[str]:

@@ -23,12 +23,15 @@ class HashCache:
 
     def __init__(self) -> None:
         self.file = cache_root() / "sha256.json"
+        self.data = self._read()
+        self.new: dict[str, list] = {}  # what this instance learnt: merged into the file on save
+
+    def _read(self) -> dict:
         try:
             data = json.loads(self.file.read_text("utf-8"))
-            self.data = data if isinstance(data, dict) else {}
+            return data if isinstance(data, dict) else {}
         except (OSError, ValueError):
-            self.data = {}
-        self.dirty = False
+            return {}
 
     def __enter__(self) -> "HashCache":
         return self
@@ -63,17 +66,19 @@ class HashCache:
                 out[i] = (size, digest)
                 racy = now - max(stamps[i][1], stamps[i][2]) < self.RACY_S * 1e9
                 if not racy and size == stamps[i][0]:
-                    self.data[keys[i]] = [*stamps[i], digest]
-                    self.dirty = True
+                    self.data[keys[i]] = self.new[keys[i]] = [*stamps[i], digest]
         return [o for o in out if o is not None]
 
     def save(self) -> None:
-        if not self.dirty:
+        if not self.new:
             return
+        # another instance (a deploy hashes its package and its models at once) may have saved
+        # since this one read the file: what it learnt is kept
+        self.data = {**self._read(), **self.new}
         if len(self.data) > self.MAX_ENTRIES:  # forget files that are gone
             self.data = {k: v for k, v in self.data.items() if os.path.exists(k)}
         try:
             atomic_write(self.file, json.dumps(self.data))
         except OSError:
             pass  # a cache that cannot be written only costs time
-        self.dirty = False
+        self.new = {}

@@ -3,23 +3,66 @@ build metadata."""
 
 from __future__ import annotations
 
+import os
 import tarfile
 import tempfile
+import threading
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ..errors import UsageError
 from .hashcache import HashCache
 
 
-@dataclass
 class PackageFile:
-    path: str
-    size: int
-    sha256: str
-    mode: int
-    local: Path
+    """One file to deploy. ``sha256`` may be given as a callable: a package's hashes are computed
+    in the background (``Digests``) and the first read of one waits for them."""
+
+    __slots__ = ("path", "size", "_sha256", "mode", "local")
+
+    def __init__(self, path: str, size: int, sha256: str | Callable[[], str], mode: int, local: Path) -> None:
+        self.path, self.size, self._sha256, self.mode, self.local = path, size, sha256, mode, local
+
+    @property
+    def sha256(self) -> str:
+        if callable(self._sha256):
+            self._sha256 = self._sha256()
+        return self._sha256
+
+    def __repr__(self) -> str:
+        return f"PackageFile({self.path!r}, {self.size}, mode={self.mode:o})"
+
+
+class Digests:
+    """The sha256 of a package's files, computed in a thread from the moment it is loaded:
+    sha256 releases the GIL, so re-hashing a rebuilt package (0.15 s for 217 MB here) overlaps
+    what a deploy does before it needs them (the rest of start-up, the device's probe)."""
+
+    def __init__(self, paths: list[Path]) -> None:
+        self._values: list[str] = []
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(paths,), name="hexbuild-hash", daemon=True)
+        self._thread.start()
+
+    def _run(self, paths: list[Path]) -> None:
+        try:
+            with HashCache() as cache:
+                self._values = [digest for _, digest in cache.many(paths)]
+        except BaseException as e:  # raised where a hash is first read
+            self._error = e
+
+    def wait(self) -> None:
+        self._thread.join()
+        if self._error is not None:
+            if isinstance(self._error, OSError):
+                raise UsageError(f"cannot read a package file: {self._error}") from None
+            raise self._error
+
+    def get(self, i: int) -> str:
+        self.wait()
+        return self._values[i]
 
 
 @dataclass
@@ -28,6 +71,7 @@ class Package:
     files: dict[str, PackageFile]
     meta: dict[str, Any]
     _tmp: tempfile.TemporaryDirectory | None = None
+    digests: Digests | None = None
 
     @property
     def bytes(self) -> int:
@@ -38,6 +82,8 @@ class Package:
         return {**self.meta, "files": [{"path": p} for p in self.files]}
 
     def close(self) -> None:
+        if self.digests is not None:
+            self.digests._thread.join()  # it reads files a tarball's temporary directory holds
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
@@ -50,7 +96,8 @@ def load_package(path: Path) -> Package:
     records ``build_manifest`` makes, without the ELF details deploy does not use); hashes come
     through a cache keyed by (size, mtime, ctime, inode), so a redeploy after one library
     changed re-hashes that library, not the whole gigabyte. Files modified in the last two
-    seconds are never served from the cache (the "racy git" rule)."""
+    seconds are never served from the cache (the "racy git" rule). The hashing runs in the
+    background (``Digests``): the package is returned as soon as its files are listed."""
     from ..artifacts.manifest import assemble, load_meta, scan
 
     path = Path(path).expanduser()
@@ -71,26 +118,23 @@ def load_package(path: Path) -> Package:
     try:
         meta = load_meta(root, shown=path)  # the one rule for a damaged or newer manifest
         entries = [e for e in scan(root) if e.kind != "dir"]
-        with HashCache() as cache:
-            digests = cache.many([e.target if e.kind == "symlink" else e.path for e in entries])
-        records = [{"path": e.rel, "size": size, "sha256": digest, "mode": f"{e.mode:04o}"}
-                   for e, (size, digest) in zip(entries, digests)]
-        manifest = assemble(meta, records)
+        for e in entries:
+            if "\n" in e.rel or e.rel.startswith(".hexbuild/") or e.rel == ".hexbuild":
+                raise UsageError(f"package file name not allowed: {e.rel!r}")
+        if not entries:
+            raise UsageError(f"package {path} has no files")
+        sources = [e.target if e.kind == "symlink" else e.path for e in entries]
+        sizes = [os.stat(p).st_size for p in sources]
+        records = [{"path": e.rel, "size": size, "mode": f"{e.mode:04o}"} for e, size in zip(entries, sizes)]
+        meta = {k: v for k, v in assemble(meta, records).items() if k != "files"}
     except BaseException:
         if tmp is not None:
             tmp.cleanup()
         raise
-    files = {}
-    for rec in manifest["files"]:
-        rel = rec["path"]
-        if "\n" in rel or rel.startswith(".hexbuild/") or rel == ".hexbuild":
-            raise UsageError(f"package file name not allowed: {rel!r}")
-        files[rel] = PackageFile(rel, int(rec["size"]), rec["sha256"], int(str(rec["mode"]), 8), root / rel)
-    if not files:
-        if tmp is not None:
-            tmp.cleanup()
-        raise UsageError(f"package {path} has no files")
-    return Package(root, files, {k: v for k, v in manifest.items() if k != "files"}, tmp)
+    digests = Digests(sources)
+    files = {e.rel: PackageFile(e.rel, size, partial(digests.get, i), e.mode, root / e.rel)
+             for i, (e, size) in enumerate(zip(entries, sizes))}
+    return Package(root, files, meta, tmp, digests)
 
 
 def _extract(tarball: Path, into: Path) -> Path:

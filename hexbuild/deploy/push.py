@@ -20,8 +20,11 @@ while [ $# -gt 0 ]; do mv -f "$1" "$2"; shift 2; done'''
 
 
 def send(target: Target, root: str, rels: Sequence[str], want: dict[str, PackageFile],
-         progress: ByteProgress, res: TargetResult, *, temp: bool) -> dict[str, str]:
-    """Push ``rels`` under ``root`` (to temporary names when ``temp``); {rel: remote name}."""
+         progress: ByteProgress, res: TargetResult, *, temp: bool,
+         finish: list[tuple[str, list[str]]] | None = None) -> dict[str, str]:
+    """Push ``rels`` under ``root`` (to temporary names when ``temp``); {rel: remote name}. The
+    files' modes and twin links are set in one device call after the push, or, given ``finish``,
+    added to it as steps for the caller's next call (a release's switch)."""
     sent: dict[str, str] = {}
     # a library and its symlinked names in the package (libllama.so -> .so.0 -> .so.0.5.0) are
     # one file: it travels once, and the other names become hard links to it on the device
@@ -50,7 +53,11 @@ def send(target: Target, root: str, rels: Sequence[str], want: dict[str, Package
     for rel, name in sent.items():  # adbd makes an executable 0777 whatever SEND's mode says
         by_mode.setdefault(want[rel].mode, []).append(posixpath.relpath(name, root))
     # their directories hold the first names; one device call with the modes
-    target.chmod_in(root, by_mode, then=target.link_steps(root, root, twins) if twins else ())
+    steps = [*target.chmod_steps(root, by_mode), *(target.link_steps(root, root, twins) if twins else ())]
+    if finish is None:
+        target.sh_chain(steps, what="setting file modes")
+    else:
+        finish += steps
     for src, rel in twins:
         sent[rel] = posixpath.join(root, rel)
         res.files_pushed += 1

@@ -188,7 +188,7 @@ class AdbTarget(ShellTarget):
     def wire(self):
         """This device's wire.WirePolicy: zstd or raw, file by file."""
         if self._wire is None:
-            from .wire import WirePolicy
+            from .wire import LinkMemory, WirePolicy
 
             serial = self._serial()
 
@@ -196,7 +196,7 @@ class AdbTarget(ShellTarget):
                 return self._call(adbsync.dry_run_push, self.client, serial, "/data/local/tmp/.hexbuild-link-probe", data,
                                   timeout=self.default_timeout, zstd_level=level)
 
-            self._wire = WirePolicy.for_features(self.features(), probe)
+            self._wire = WirePolicy.for_features(self.features(), probe, LinkMemory(f"adb:{serial}"))
         return self._wire
 
     def expect_transfer(self, files) -> None:

@@ -274,12 +274,10 @@ class ShellTarget(Target):
         for chunk in batches(flat, group=2):
             self.sh(_LINK, src_root, dst_root, *chunk, what="linking unchanged files")
 
-    def chmod_in(self, root: str, by_mode: Mapping[int, Sequence[str]],
-                 then: Sequence[tuple[str, Sequence[str]]] = ()) -> None:
-        """Set the modes (one call for every mode), and run the steps ``then`` in the same call."""
-        steps = [(_CHMOD, [root, format(mode, "o"), *chunk]) for mode, rels in by_mode.items()
-                 for chunk in batches([f"./{r}" for r in rels])]
-        self.sh_chain([*steps, *then], what="setting file modes")
+    def chmod_steps(self, root: str, by_mode: Mapping[int, Sequence[str]]) -> list[tuple[str, list[str]]]:
+        """Set the modes of files under ``root`` ({mode: relative paths}), as steps for ``sh_chain``."""
+        return [(_CHMOD, [root, format(mode, "o"), *chunk]) for mode, rels in by_mode.items()
+                for chunk in batches([f"./{r}" for r in rels])]
 
     def link_steps(self, src_root: str, dst_root: str, pairs: Sequence[tuple[str, str]]) -> list[tuple[str, list[str]]]:
         """``link_files`` (without making directories) as steps for ``sh_chain``."""

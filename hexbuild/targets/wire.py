@@ -9,8 +9,9 @@ third. It is wrong in two cases, and this module tells them apart per file:
 - the link is faster than this machine compresses: on a USB 3 link (300 MB/s) zstd level 1 is
   the bottleneck and raw is faster. Before a large push two dry runs (``SND2`` with flag
   0x80000000: the device reads and discards; adbd lists ``sendrecv_v2_dry_run_send``) time the
-  link, and above ``FAST_LINK`` files go raw; once whole files of both kinds have gone, their
-  times decide.
+  link, and above ``FAST_LINK`` files go raw; below it the slower the link, the higher the zstd
+  level. Once whole files of both kinds have gone, their times decide. A device's measured link
+  is remembered for ``LINK_MEMORY_S``: the next deploy skips the dry runs.
 
 Small pushes skip the measurement (it would cost more than it can save) and compress as adb
 does. Devices without the feature get v1 ``SEND``, as every adbd takes.
@@ -18,17 +19,21 @@ does. Devices without the feature get v1 ``SEND``, as every adbd takes.
 
 from __future__ import annotations
 
+import json
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterable, Iterator
 
-ZSTD_LEVEL = 1  # what adb's own ZstdEncoder uses: 300+ MB/s a core, a library to ~0.35
-# On a link measured slower than FAST_LINK the link is the bottleneck: level 2 sends 7 % fewer
-# bytes (a library to ~0.30) for 16 % more compression, which zstd's worker threads do while this
-# thread waits on the link. At 40 MB/s, 217 MB of libraries: 1.88 s against 1.98 s at level 1
-# (adb push 1.89 s); level 3 was slower (2.05 s: the compression no longer kept up on 2 cores).
-SLOW_LINK_LEVEL = 2
+ZSTD_LEVEL = 1  # what adb's own ZstdEncoder uses: 300+ MB/s a core, a library to ~0.32
+# On a measured link the level follows its speed: the slower the link, the more compression pays
+# before it becomes the bottleneck (zstd's worker threads compress while this thread waits on the
+# link). 217 MB of real libraries (the benchmark's) go to 0.323 of their size at level 1, 0.300
+# at 2, 0.283 at 3 and 0.278 at 4, at 150, 130, 150 and 115 MB/s on 2 loaded cores. At 40 MB/s
+# level 2 took 1.88 s against 1.98 s at level 1 (adb push 1.89 s) and level 3 2.05 s: compression
+# no longer kept up. At 20 MB/s (USB 2 sharing its bus) level 3 needs only 70 MB/s of it; the
+# probe reads such a link at 15-19 MB/s and a 40 MB/s one at 33-39.
 FEATURE_ZSTD = "sendrecv_v2_zstd"
 FEATURE_DRY_RUN = "sendrecv_v2_dry_run_send"
 MIN_SAVING = 0.10  # a sample that shrinks less than this goes raw
@@ -44,11 +49,15 @@ PROBE_BYTES = 1 << 20  # each of the two dry-run pushes that time the link
 # first: under a load average of 8-12 on 2 cores the estimates (compression speed on 128 KiB
 # samples, dry runs of 2 MiB both ways) were off by 2-3x and chose wrong at both rates.
 FAST_LINK = 75e6
+LINK_LEVELS = ((27e6, 3), (FAST_LINK, 2))  # (links slower than this, their zstd level)
 PROBE_FROM = 16 << 20  # compressible bytes in a push before the probe pays for itself
 # whole files' times: compression is kept when its files go this much faster than raw ones
 MARGIN = 1.1
 OBSERVE_FROM = 4 << 20  # a push this large measures its way (smaller ones are mostly latency)
 GGUF_MAGIC = b"GGUF"
+# a device's link measured this recently is not measured again: an edit-build-deploy loop pays
+# for the two dry runs once (a USB or Wi-Fi link keeps its class for longer than this)
+LINK_MEMORY_S = 30 * 60
 
 
 @dataclass
@@ -68,12 +77,16 @@ class WirePolicy:
     min_size: int = MIN_SIZE  # smaller files go raw: compressing them cannot win back its fixed cost
     link_rate: float | None = None  # bytes/s the faster raw dry run went at
     seen: dict[bool, float] = field(default_factory=dict)  # compressed? -> file bytes/s of the last large push
+    memory: "LinkMemory | None" = None  # where this device's measured link is kept between runs
     _cctx: object = None
 
     @classmethod
-    def for_features(cls, features: Iterable[str], probe: Callable[[bytes, int | None], float] | None) -> "WirePolicy":
+    def for_features(cls, features: Iterable[str], probe: Callable[[bytes, int | None], float] | None,
+                     memory: "LinkMemory | None" = None) -> "WirePolicy":
         feats = set(features)
-        return cls(zstd=FEATURE_ZSTD in feats, probe=probe if FEATURE_DRY_RUN in feats else None)
+        zstd, can_probe = FEATURE_ZSTD in feats, FEATURE_DRY_RUN in feats
+        known = memory.recall() if memory is not None and zstd and can_probe else None
+        return cls(zstd=zstd, probe=probe if can_probe else None, link_rate=known, memory=memory)
 
     # -- before a push --------------------------------------------------------------------------
     def expect(self, files: Iterable[Path]) -> None:
@@ -89,6 +102,8 @@ class WirePolicy:
             data = fh.read(PROBE_BYTES)
         best = min(self.probe(data, None) for _ in range(2))
         self.link_rate = len(data) / max(best, 1e-4)
+        if self.memory is not None:
+            self.memory.store(self.link_rate)
 
     # -- per file ------------------------------------------------------------------------------
     def choose(self, local: Path) -> Choice:
@@ -109,7 +124,12 @@ class WirePolicy:
                 return Choice(None, "raw:fast-link", ratio)
         elif self.link_rate is not None and self.link_rate > FAST_LINK:
             return Choice(None, "raw:fast-link", ratio)
-        return Choice(SLOW_LINK_LEVEL if self.link_rate is not None else ZSTD_LEVEL, "zstd", ratio)
+        return Choice(self._level(), "zstd", ratio)
+
+    def _level(self) -> int:
+        if self.link_rate is None:
+            return ZSTD_LEVEL
+        return next((level for below, level in LINK_LEVELS if self.link_rate < below), ZSTD_LEVEL)
 
     def observe(self, size: int, seconds: float, compressed: bool) -> None:
         """A file of ``size`` bytes went over in ``seconds`` (to the device's OKAY)."""
@@ -158,6 +178,44 @@ def zstd_frame(f: BinaryIO, level: int, piece: int, *, checksum: bool = False,
         yield len(data), list(chunker.compress(data) if data else chunker.finish())
         if not data:
             return
+
+
+class LinkMemory:
+    """One device's measured link rate, kept in the state directory for ``LINK_MEMORY_S``."""
+
+    def __init__(self, device: str, *, file: Path | None = None) -> None:
+        from ..paths import state_root
+
+        self.device = device
+        self.file = file or state_root() / "links.json"
+
+    def _read(self) -> dict:
+        try:
+            data = json.loads(self.file.read_text("utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def recall(self) -> float | None:
+        entry = self._read().get(self.device)
+        try:
+            rate, at = float(entry[0]), float(entry[1])
+        except (TypeError, ValueError, IndexError, KeyError):
+            return None
+        age = time.time() - at  # a clock set back makes no old entry young again
+        return rate if -60 < age < LINK_MEMORY_S and rate > 0 else None
+
+    def store(self, rate: float) -> None:
+        from ..paths import atomic_write
+
+        now = time.time()
+        data = {k: v for k, v in self._read().items()
+                if isinstance(v, list) and len(v) == 2 and now - float(v[1]) < LINK_MEMORY_S}
+        data[self.device] = [round(rate), round(now, 1)]
+        try:
+            atomic_write(self.file, json.dumps(data))
+        except OSError:
+            pass  # not remembering only costs the next run its two dry runs
 
 
 def _size(path: Path) -> int:
