@@ -57,13 +57,13 @@ def ensure_open_image_on(client, cache: Path) -> str:
                              + (f" ({e.hint})" if e.hint else "")) from None
 
 
-def tree_copy(cache: Path, version: str = TREE_VERSION) -> Path:
-    """A copy of the cached llama.cpp tree to build in (made once; the build directory inside
-    it is kept between runs)."""
+def tree_copy(cache: Path, version: str = TREE_VERSION, *, into: str = "open-build") -> Path:
+    """A copy of the cached llama.cpp tree to build in, under ``cache/into`` (made once; the
+    build directory inside it is kept between runs)."""
     src = cache / f"llama-cpp-python-{version}" / "vendor" / "llama.cpp"
     if not (src / "ggml").is_dir():
         raise InfraError(f"llama.cpp tree {version} missing at {src}: run scripts/setup-test-env.sh")
-    dst = cache / "open-build" / f"llama.cpp-{version}"
+    dst = cache / into / f"llama.cpp-{version}"
     if not (dst / "ggml").is_dir():
         part = dst.with_name(dst.name + ".part")
         shutil.rmtree(part, ignore_errors=True)

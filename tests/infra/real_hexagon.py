@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.infra import real_build
 from tests.infra.docker_engine import InfraError, cache_dir
 
 TREE_VERSION = "0.3.28"
@@ -32,17 +32,8 @@ BUILD_TIMEOUT = 3600
 
 
 def tree_copy(cache: Path, version: str = TREE_VERSION) -> Path:
-    src = cache / f"llama-cpp-python-{version}" / "vendor" / "llama.cpp"
-    if not (src / "ggml").is_dir():
-        raise InfraError(f"llama.cpp tree {version} missing at {src}: run scripts/setup-test-env.sh")
-    dst = cache / "hexagon-build" / f"llama.cpp-{version}"
-    if not (dst / "ggml").is_dir():
-        part = dst.with_name(dst.name + ".part")
-        shutil.rmtree(part, ignore_errors=True)
-        part.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copytree(src, part, symlinks=True)
-        os.replace(part, dst)
-    return dst
+    """The tree's copy the real Hexagon build runs in (beside the open build's: two build trees)."""
+    return real_build.tree_copy(cache, version, into="hexagon-build")
 
 
 def config_file(cache: Path) -> Path:
