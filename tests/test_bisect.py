@@ -26,6 +26,10 @@ SYSROOT = "/usr/aarch64-linux-gnu"
 # tokens/s under qemu on a shared machine scatter by tens of percent; the planted slowdown is
 # well over 2x, so the threshold sits between the two with room for the noise on both sides.
 THRESHOLD = "0.6"
+# pairs of runs a step may take: a decided step stops at 5; up to 20 lets a step that a burst of
+# load made undecided (3 of 12 pairs once read a good run slowed 2x: 0.34x, interval 0.33..0.61)
+# still reach a verdict instead of skipping the commit the test planted
+REPS = "20"
 
 
 # -- the search and the noise rule, alone --------------------------------------------------------
@@ -111,7 +115,7 @@ def bisect_args(repo: Path, tmp_path: Path, good: str, bad: str, *more: str) -> 
         write_tiny_gguf(model)
     return ["bisect", "--source", str(repo), "--good", good, "--bad", bad, "-t", f"qemu:{tmp_path}/dev",
             "--model", str(model), "--models-dir", str(tmp_path / "models"), "--os", "linux", "--htp", "v73",
-            "--threshold", THRESHOLD, "--reps", "12", "--db", str(tmp_path / "bench.sqlite"), *more,
+            "--threshold", THRESHOLD, "--reps", REPS, "--db", str(tmp_path / "bench.sqlite"), *more,
             "--", "-n", "16"]
 
 
