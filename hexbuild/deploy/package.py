@@ -53,8 +53,12 @@ class Digests:
         except BaseException as e:  # raised where a hash is first read
             self._error = e
 
-    def wait(self) -> None:
+    def join(self) -> None:
+        """Until the hashing is over, whatever its outcome."""
         self._thread.join()
+
+    def wait(self) -> None:
+        self.join()
         if self._error is not None:
             if isinstance(self._error, OSError):
                 raise UsageError(f"cannot read a package file: {self._error}") from None
@@ -83,7 +87,7 @@ class Package:
 
     def close(self) -> None:
         if self.digests is not None:
-            self.digests._thread.join()  # it reads files a tarball's temporary directory holds
+            self.digests.join()  # it reads files a tarball's temporary directory holds
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
