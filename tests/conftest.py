@@ -2,8 +2,15 @@
 (Docker engine, adbd devices, sshd) and fetch real llama.cpp trees. Each daemon is started
 once per session on first use and stopped by its PID at the end."""
 
+import os
 import pkgutil
 from pathlib import Path
+
+# One test cache for the whole run, fixed before any test isolates XDG_CACHE_HOME: the compiled
+# ELF files, trees and images live there, and a test that points XDG_CACHE_HOME at its own
+# tmp_path (for hexbuild's caches) would otherwise compile every ELF file again (2-3 s a test).
+os.environ["HEXBUILD_TEST_CACHE"] = str(Path(os.environ.get("HEXBUILD_TEST_CACHE") or Path(
+    os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "hexbuild-tests").resolve())
 
 pytest_plugins = [f"tests.infra.{m.name}" for m in pkgutil.iter_modules([str(Path(__file__).parent / "infra")])]
 

@@ -218,13 +218,14 @@ def test_an_arm64_image_from_the_registry_is_refused(tmp_path, docker_host, dock
 
 # -- the toolchain image through the registry, and a build on it ------------------------------------
 @pytest.fixture
-def registry_toolchain(docker_client, registry, toolchain_images):
+def registry_toolchain(docker_client, toolchain_registry, toolchain_images):
     """The fixture toolchain image with one layer of its own on top, pushed to the registry under
     the vendor's repository name and removed from the engine again: a pull downloads that layer
     and finds the others on the engine (they are the local toolchain image's)."""
     import docker.errors
 
     path = "snapdragon-toolchain/arm64-android"
+    registry = toolchain_registry
     ref = f"{registry}/{path}:v0.7"
     dockerfile = (f"FROM {toolchain_images['android']}\n"
                   "RUN head -c 300000 /dev/urandom > /opt/hexbuild-pull-test\n")
@@ -246,8 +247,8 @@ def registry_toolchain(docker_client, registry, toolchain_images):
 
 
 def test_build_on_a_pulled_toolchain_records_the_registry_digest(tmp_path, docker_host, docker_client,
-                                                                  registry_toolchain, registry):
-    tc = registry_toolchain
+                                                                  registry_toolchain, toolchain_registry):
+    tc, registry = registry_toolchain, toolchain_registry
     src = fixture_copy(tmp_path)
     cp = hexbuild("build", "-s", str(src), "--image", tc.ref, "--pull", "always", "--user", "1000:1000", "--json",
                   docker_host=docker_host)

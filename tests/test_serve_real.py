@@ -64,10 +64,14 @@ def test_real_server_on_qemu(cli, serve_state, tmp_path, real_linux_package, tin
     check_real_answers(ready["url"], tiny_gguf_ascii.name)
     cp = subprocess.run(["curl", "-sf", "--max-time", "60", f"http://127.0.0.1:{port}/v1/completions",
                          "-d", json.dumps({"prompt": "the NPU", "max_tokens": 4})], capture_output=True, text=True)
-    assert cp.returncode == 0 and json.loads(cp.stdout)["usage"]["completion_tokens"] == 4
+    assert cp.returncode == 0
+    done = json.loads(cp.stdout)  # an unseeded sample may draw the end-of-text token early
+    assert done["usage"]["completion_tokens"] == 4 or done["choices"][0]["finish_reason"] == "stop"
     chat = cli("--json", "chat", "-t", spec, "--model", tiny_gguf_ascii.name, "-p", "hello", "-n", "6")
     assert chat.rc == 0, chat.err
-    assert chat.json["completion_tokens"] == 6 and chat.json["tokens_per_s"] > 0 and chat.json["ttft_s"] > 0
+    n = chat.json["completion_tokens"]
+    assert n == 6 or (0 < n < 6 and chat.json["finish_reason"] == "stop"), chat.json
+    assert chat.json["tokens_per_s"] > 0 and chat.json["ttft_s"] > 0
     assert cli("serve", "stop", "-t", spec).rc == 0
     assert port_free(port) and not pid_alive(ready["pid"]) and state_mod.records() == []
 

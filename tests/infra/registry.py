@@ -20,6 +20,7 @@ import json
 import os
 import re
 import secrets
+import shutil
 import subprocess
 import tarfile
 import time
@@ -116,13 +117,16 @@ def _config(storage: Path, address: str) -> str:
     ])
 
 
-def start_registry(workdir: Path, timeout: float = 20.0) -> Registry:
-    """``docker-registry serve`` on 127.0.0.1 at a free port; returns once ``/v2/`` answers."""
+def start_registry(workdir: Path, timeout: float = 20.0, *, storage: Path | None = None,
+                   address: str | None = None) -> Registry:
+    """``docker-registry serve`` on 127.0.0.1 at a free port (or at ``address``, tried once);
+    returns once ``/v2/`` answers."""
     binary = _binary()
-    storage = workdir / "storage"
+    storage = storage or workdir / "storage"
     storage.mkdir(parents=True, exist_ok=True)
-    for _ in range(3):  # the free port can be taken between finding it and the registry binding it
-        address = f"127.0.0.1:{free_port()}"
+    workdir.mkdir(parents=True, exist_ok=True)
+    for _ in range(1 if address else 3):  # a free port can be taken between finding it and binding it
+        address = address or f"127.0.0.1:{free_port()}"
         config = workdir / "config.yml"
         config.write_text(_config(storage, address))
         log_path = workdir / "registry.log"
@@ -140,10 +144,11 @@ def start_registry(workdir: Path, timeout: float = 20.0) -> Registry:
                 time.sleep(0.1)
         reg.stop()
         text = log_path.read_text(errors="replace")
+        address = None
         if "address already in use" not in text:
             raise RegistryError(f"docker-registry did not answer on {address} within {timeout:g}s; "
                                 f"its log ({log_path}) ends:\n" + "\n".join(text.splitlines()[-15:]))
-    raise RegistryError("docker-registry found no free port on 127.0.0.1")
+    raise RegistryError("docker-registry found no free address on loopback")
 
 
 # --- images for it ------------------------------------------------------------------------
@@ -195,6 +200,35 @@ def registry(tmp_path_factory):
     """A running registry on loopback (``str(registry)`` is ``127.0.0.1:PORT``)."""
     try:
         reg = start_registry(tmp_path_factory.mktemp("registry"))
+    except RegistryError as e:
+        pytest.fail(str(e), pytrace=False)
+    try:
+        yield reg
+    finally:
+        reg.stop()
+
+
+@pytest.fixture(scope="session")
+def toolchain_registry(tmp_path_factory):
+    """A registry for the toolchain image, whose layers outlive the session: its storage is in the
+    test cache and its address is the same from run to run (a loopback address of this cache's
+    own, port 5000), so the test engine, which remembers which layers it pushed where, pushes
+    only the layer a test adds; pushing the whole toolchain image again took a minute. When that
+    address is taken (another suite with another cache), a registry like ``registry``'s."""
+    from tests.infra.docker_engine import cache_dir
+
+    base = cache_dir()
+    h = hashlib.sha256(str(base).encode()).digest()
+    address = f"127.{1 + h[0] % 254}.{h[1]}.1:5000"
+    work = tmp_path_factory.mktemp("toolchain-registry")
+    storage = base / "registry-toolchain"
+    if sum(f.stat().st_size for f in storage.rglob("*") if f.is_file()) > 3 << 30:
+        shutil.rmtree(storage)  # toolchain images rebuilt over many runs: start again
+    try:
+        try:
+            reg = start_registry(work, storage=storage, address=address)
+        except RegistryError:
+            reg = start_registry(work / "fallback")
     except RegistryError as e:
         pytest.fail(str(e), pytrace=False)
     try:
