@@ -71,7 +71,10 @@ def test_real_server_on_qemu(cli, serve_state, tmp_path, real_linux_package, tin
     assert chat.rc == 0, chat.err
     n = chat.json["completion_tokens"]
     assert n == 6 or (0 < n < 6 and chat.json["finish_reason"] == "stop"), chat.json
-    assert chat.json["tokens_per_s"] > 0 and chat.json["ttft_s"] > 0
+    # the tiny model's vocabulary is mostly byte and padding tokens: an answer can have no text,
+    # and then no first token to time
+    assert chat.json["tokens_per_s"] > 0
+    assert chat.json["ttft_s"] > 0 if chat.json["answer"] else chat.json["ttft_s"] is None
     assert cli("serve", "stop", "-t", spec).rc == 0
     assert port_free(port) and not pid_alive(ready["pid"]) and state_mod.records() == []
 
