@@ -63,3 +63,22 @@ def test_deploy_refuses_a_phone_lacking_a_tool_in_one_line(make_device, cli, tmp
     assert first.startswith("hexbuild: error: ") and f"no {missing}" in first, r.err
     assert "Traceback" not in r.err
     assert list((dev.tmp).iterdir()) == []  # nothing written
+
+
+def test_the_probe_reads_the_installed_manifest_in_its_own_call(phones, cli, tmp_path):
+    """The install's manifest comes back in the probe's output (one device call, not two), and
+    reads as the same facts a separate read of the file gives."""
+    from hexbuild.targets.tools import split_installed
+
+    dev = phones["SM8650"]
+    dest = "/data/local/tmp/probe-manifest/llama.cpp"
+    pkg = ef.make_package(tmp_path, os="android", htp=("v73",))
+    assert cli("deploy", str(pkg), "--target", f"adb:{dev.serial}", "--dest", dest).rc == 0
+    with parse_target(f"adb:{dev.serial}") as t:
+        info = t.probe(dest)
+        alone = t.installed(dest)  # the separate read, as before
+        none = t.probe(dest + "-not-there").extra["installed"]
+    assert info.extra["installed"] == alone and alone["files"] == len(list(p for p in pkg.rglob("*") if p.is_file() or p.is_symlink()))
+    assert none is None and info.soc == "SM8650"
+    assert split_installed(b"prop a=b\ndf 1 2\n") == ("prop a=b\ndf 1 2\n", None)
+    assert split_installed(b"df 1\nmanifest-follows\n{\n}\n") == ("df 1", b"{\n}\n")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import posixpath
 import time
+from typing import Sequence
 
 from .. import __version__
 from ..targets.base import ByteProgress, Target
@@ -61,14 +62,16 @@ def device_manifest(want: dict[str, PackageFile], pkg: Package, rid: str, previo
 
 
 def apply_plan(target: Target, lay: Layout, live: Live, plan: Plan, want: dict[str, PackageFile], pkg: Package,
-               opts: DeployOptions, progress: ByteProgress, res: TargetResult) -> None:
+               opts: DeployOptions, progress: ByteProgress, res: TargetResult,
+               last: Sequence[tuple[str, list[str]]] = ()) -> bool:
+    """Returns whether the switch ran ``last`` (steps after it in the same device call)."""
     rid = plan.release_dir.rsplit("-", 1)[-1]
     if plan.in_place:
         if plan.junk:  # temporary files of a repair that was cut off
             target.remove_in(plan.release_dir, sorted(plan.junk))
         if plan.repair:
             repair(target, plan.release_dir, plan.repair, want, progress, res)
-        return
+        return False
     R = plan.release_dir
     checkpoint(target, "stage")
     ops: list[str] = []
@@ -109,6 +112,8 @@ def apply_plan(target: Target, lay: Layout, live: Live, plan: Plan, want: dict[s
     legacy = posixpath.basename(plan.previous) if live.kind == "dir" and plan.previous else lay.prefix + "legacy"
     keep = [lay.prefix + rid] + ([plan.previous] if plan.previous else [])
     target.sh_chain([*finish, (RENAME_INTO_PLACE, [staged, manifest]),
-                     (SWAP, [lay.parent, lay.name, lay.prefix + rid, lay.link_tmp, legacy, lay.prefix, *keep])],
+                     (SWAP, [lay.parent, lay.name, lay.prefix + rid, lay.link_tmp, legacy, lay.prefix, *keep]),
+                     *last],
                     what="switching to the new release")
     checkpoint(target, "swapped")
+    return True

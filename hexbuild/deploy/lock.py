@@ -137,6 +137,16 @@ class DeployLock:
         except Exception as e:  # the device went away: the next deploy finds the lock stale
             ui.warn(f"{self.target.spec}: could not release the deploy lock {self.path}: {e}")
 
+    def release_step(self) -> tuple[str, list[str]]:
+        """The release as a step of the caller's last device call (a deploy's switch: one round
+        trip fewer); ``released()`` once that call has run. It never fails the call: a lock that
+        is no longer ours stays where it is."""
+        return "(\n" + _REMOVE + "\n) || true", [self.path, self.token, "", self.made_dir]
+
+    def released(self) -> None:
+        self.held = False
+        _HELD.discard(self.token)
+
     # -- device calls ---------------------------------------------------------------------------
     def _try(self) -> Holder | None:
         fields = [f"host={socket.gethostname()}", f"pid={os.getpid()}", f"token={self.token}"]

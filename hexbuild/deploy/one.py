@@ -117,8 +117,11 @@ def deploy_one(target: Target, pkg: Package | None, models: list[Model], opts: D
                 opts.progress.update(task, advance=n, description=_wire_label(label, res))
             fault(target.spec, f"bytes:{res.bytes_pushed}")
 
+        # the lock goes in the switch's own device call when nothing follows the switch
+        last = [lock.release_step()] if lock is not None and not opts.verify and not model_plan.push else []
         try:
-            apply_plan(target, lay, live, plan, want, pkg, opts, progress, res)
+            if apply_plan(target, lay, live, plan, want, pkg, opts, progress, res, last) and last:
+                lock.released()
         except (HexbuildError, OSError) as e:
             if not _no_space(e):
                 raise

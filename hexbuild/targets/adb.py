@@ -20,7 +20,7 @@ from . import adbsync, socs
 from .adbproto import AdbClient, AdbConnectError, AdbError, AdbStreamClosed, AdbTimeout, DeviceEntry, tcp_connector
 from .base import ByteProgress, DeviceInfo, OutputSink, Sent, TargetCaps, TargetKind, TargetSettings
 from .posix import ShellTarget, not_ready_message, parse_df_available, shell_command
-from .tools import PROBE_SCRIPT, parse_tools
+from .tools import INSTALLED_SCRIPT, PROBE_SCRIPT, parse_tools, split_installed
 
 _PROBE = r'''for p in ro.soc.model ro.board.platform ro.product.model ro.product.cpu.abi; do
   printf 'prop %s=%s\n' "$p" "$(getprop "$p" 2>/dev/null)"
@@ -128,9 +128,10 @@ class AdbTarget(ShellTarget):
         info = DeviceInfo(target=self.spec, kind=self.kind, os=self.os, state=entry.state, serial=serial)
         if entry.state != "device":
             return info
-        res = self.sh(_PROBE + "\n" + PROBE_SCRIPT, dest, what="probing the device")
+        res = self.sh(_PROBE + "\n" + PROBE_SCRIPT + "\n" + INSTALLED_SCRIPT, dest, what="probing the device")
+        out, manifest = split_installed(res.stdout)
         props: dict[str, str] = {}
-        for line in res.out.splitlines():
+        for line in out.splitlines():
             key, _, value = line.partition(" ")
             if key == "prop":
                 name, _, v = value.partition("=")
@@ -146,8 +147,8 @@ class AdbTarget(ShellTarget):
         info.model = props.get("ro.product.model") or entry.attrs.get("model")
         info.abi = props.get("ro.product.cpu.abi") or None
         info.htp_arch = socs.htp_arch(info.soc, info.platform)
-        info.extra["tools"] = parse_tools(res.out).to_json()
-        info.extra["installed"] = self.installed(dest)
+        info.extra["tools"] = parse_tools(out).to_json()
+        info.extra["installed"] = self.installed(dest, manifest)
         return info
 
     def features(self) -> set[str]:

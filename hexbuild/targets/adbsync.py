@@ -12,6 +12,7 @@ features`` returns) say what it decodes.
 
 from __future__ import annotations
 
+import socket
 import struct
 import time
 from pathlib import Path
@@ -89,7 +90,7 @@ def push_many(client: AdbClient, serial: str, uploads: Iterable[Upload], *, time
                 if up.zstd_level is None:
                     spec = f"{up.remote},{mode}".encode("utf-8")
                     c.send(b"SEND" + struct.pack("<I", len(spec)) + spec)
-                    wires.append(_send(c, _raw_blocks(f), timeout, progress, lambda: land(False), raw=True))
+                    wires.append(_send_raw(c, f, timeout, progress, lambda: land(False)))
                 else:
                     path = up.remote.encode("utf-8")
                     c.send(b"SND2" + struct.pack("<I", len(path)) + path
@@ -116,8 +117,10 @@ def dry_run_push(client: AdbClient, serial: str, remote: str, data: bytes, *, ti
         flags = SYNC_FLAG_DRY_RUN | (SYNC_FLAG_ZSTD if zstd_level is not None else 0)
         c.send(b"SND2" + struct.pack("<I", len(path)) + path + b"SND2" + struct.pack("<II", 0o100644, flags))
         f = _Bytes(data)
-        blocks = _raw_blocks(f) if zstd_level is None else _zstd_blocks(f, zstd_level)
-        _send(c, blocks, timeout, None, lambda: None, raw=zstd_level is None)
+        if zstd_level is None:
+            _send_raw(c, f, timeout, None, lambda: None)
+        else:
+            _send(c, _zstd_blocks(f, zstd_level), timeout, None, lambda: None, raw=False)
         c.send(b"DONE" + struct.pack("<I", 0))
         sync_status(c)
         c.send(b"QUIT" + struct.pack("<I", 0))
@@ -182,17 +185,34 @@ def pull_bytes(client: AdbClient, serial: str, remote: str, *, timeout: float) -
         return bytes(out)
 
 
-def _raw_blocks(f: Any) -> Iterator[tuple[int, list[bytes]]]:
+def _send_raw(c: Conn, f: Any, timeout: float, progress: Callable[..., None] | None,
+              between: Callable[[], None]) -> int:
+    """A file as DATA packets, read straight into one buffer of SEND_BATCH packets (header, data,
+    header, data...) and sent with one call: no copy of the bytes between the file and the socket
+    (at 300 MB/s the copies cost a raw push a tenth of its time against adb's own)."""
+    step = 8 + SYNC_DATA_MAX
+    buf = bytearray(step * SEND_BATCH)
+    view = memoryview(buf)
+    plain = isinstance(getattr(c, "s", None), socket.socket)  # a paramiko channel wants bytes
+    wire = 0
     while True:
-        pieces = []
-        for _ in range(SEND_BATCH):
-            chunk = f.read(SYNC_DATA_MAX)
-            if not chunk:
+        end = packets = 0
+        while packets < SEND_BATCH:
+            n = f.readinto(view[end + 8:end + step])
+            if not n:
                 break
-            pieces.append(chunk)
-        if not pieces:
-            return
-        yield sum(map(len, pieces)), pieces
+            struct.pack_into("<4sI", buf, end, b"DATA", n)
+            end += 8 + n
+            packets += 1
+        if not end:
+            return wire
+        c.send(view[:end] if plain else bytes(view[:end]))
+        c.extend(timeout)
+        n = end - 8 * packets
+        wire += n
+        if progress:
+            progress(n, None)
+        between()
 
 
 def _zstd_blocks(f: Any, level: int) -> Iterator[tuple[int, list[bytes]]]:

@@ -292,22 +292,14 @@ class ShellTarget(Target):
         return str(p.with_name(f".{p.name}.hexbuild-{os.urandom(4).hex()}"))
 
     # -- probing ------------------------------------------------------------------------------
-    def installed(self, dest: str) -> dict | None:
-        """What hexbuild installed at ``dest`` before (from its manifest there), or None."""
-        import json
+    def installed(self, dest: str, raw: bytes | None | bool = False) -> dict | None:
+        """What hexbuild installed at ``dest`` before (from its manifest there, ``raw`` when the
+        caller read it: None for none), or None."""
+        from .tools import installed_summary
 
-        raw = self.read_file(f"{dest.rstrip('/')}/.hexbuild/manifest.json")
-        try:
-            doc = json.loads(raw.decode("utf-8")) if raw is not None else None
-        except (UnicodeDecodeError, ValueError):
-            return {"error": "unreadable manifest"}
-        if not isinstance(doc, dict):
-            return None
-        files = doc.get("files") if isinstance(doc.get("files"), list) else []
-        return {"release": doc.get("release"), "previous": doc.get("previous"), "deployed_at": doc.get("deployed_at"),
-                "llama_cpp_revision": (doc.get("llama_cpp") or {}).get("revision") if isinstance(doc.get("llama_cpp"), dict) else None,
-                "htp_versions": doc.get("htp_versions"), "ndev": doc.get("ndev"), "files": len(files),
-                "bytes": sum(int(f.get("size", 0)) for f in files if isinstance(f, dict))}
+        if raw is False:
+            raw = self.read_file(f"{dest.rstrip('/')}/.hexbuild/manifest.json")
+        return installed_summary(raw)
 
     def glibc_version(self) -> str | None:
         if self.os != "linux":
@@ -321,20 +313,21 @@ class ShellTarget(Target):
         """Facts of a Linux machine: the SoC from /sys/devices/soc0 or the device tree."""
         from . import socs
 
-        from .tools import PROBE_SCRIPT, parse_tools
+        from .tools import INSTALLED_SCRIPT, PROBE_SCRIPT, parse_tools, split_installed
 
-        res = self.sh(_PROBE_LINUX + "\n" + PROBE_SCRIPT, dest, what="probing the machine")
+        res = self.sh(_PROBE_LINUX + "\n" + PROBE_SCRIPT + "\n" + INSTALLED_SCRIPT, dest, what="probing the machine")
+        out, manifest = split_installed(res.stdout)
         info = DeviceInfo(target=self.spec, kind=self.kind, os=self.os, state="ready", serial=serial)
         facts: dict[str, str] = {}
-        for line in res.out.splitlines():
+        for line in out.splitlines():
             key, _, value = line.partition(" ")
             facts[key] = value.strip()
         if facts.get("mem", "").isdigit():
             info.ram_bytes = int(facts["mem"]) * 1024
         info.free_bytes = parse_df_available(facts.get("df", ""))
         info.extra["free_at"] = facts.get("dfdir")
-        info.extra["installed"] = self.installed(dest)
-        info.extra["tools"] = parse_tools(res.out).to_json()
+        info.extra["installed"] = self.installed(dest, manifest)
+        info.extra["tools"] = parse_tools(out).to_json()
         info.abi = facts.get("abi") or None
         info.model = facts.get("dtmodel") or None
         candidates = [facts.get("machine", "")]

@@ -42,6 +42,34 @@ find / -maxdepth 0 -exec true {} + 2>/dev/null || echo "tools broken find -exec 
 df -Pk / >/dev/null 2>&1 || echo "tools broken df -Pk"''')
 
 
+# what hexbuild installed at $1, read in the probe's own device call rather than one more
+INSTALLED_SCRIPT = r'''m=$1/.hexbuild/manifest.json
+if [ -f "$m" ]; then echo manifest-follows; cat "$m"; fi'''
+
+
+def split_installed(stdout: bytes) -> tuple[str, bytes | None]:
+    """A probe's output: its lines, and the bytes of the install's manifest (None: there is none)."""
+    head, mark, manifest = stdout.partition(b"\nmanifest-follows\n")
+    return head.decode("utf-8", "replace"), (manifest if mark else None)
+
+
+def installed_summary(raw: bytes | None) -> dict | None:
+    """The facts of an install's manifest that a probe reports (None: no manifest)."""
+    import json
+
+    try:
+        doc = json.loads(raw.decode("utf-8")) if raw is not None else None
+    except (UnicodeDecodeError, ValueError):
+        return {"error": "unreadable manifest"}
+    if not isinstance(doc, dict):
+        return None
+    files = doc.get("files") if isinstance(doc.get("files"), list) else []
+    revision = (doc.get("llama_cpp") or {}).get("revision") if isinstance(doc.get("llama_cpp"), dict) else None
+    return {"release": doc.get("release"), "previous": doc.get("previous"), "deployed_at": doc.get("deployed_at"),
+            "llama_cpp_revision": revision, "htp_versions": doc.get("htp_versions"), "ndev": doc.get("ndev"),
+            "files": len(files), "bytes": sum(int(f.get("size", 0)) for f in files if isinstance(f, dict))}
+
+
 @dataclass
 class DeviceTools:
     """What a device's userland offers hexbuild (from ``probe_tools``)."""
