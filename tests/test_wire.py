@@ -311,3 +311,43 @@ def test_a_zstd_push_that_the_board_cannot_write_fails_in_one_line(sshd_host):
         with pytest.raises(RemoteFailed) as e:
             t.send_file(real_lib("libstdc++.so.6"), "/proc/hexbuild-none/lib.so")
     assert "sending /proc/hexbuild-none/lib.so failed: mkdir" in e.value.message and "\n" not in e.value.message
+
+
+def test_frames_are_compressed_ahead_in_order_and_a_failure_reaches_the_reader(tmp_path):
+    """adbsync.Ahead: each zstd upload's frame, whole and in order, raw uploads left to the reader;
+    the compressing thread's error is raised where the frames are read, and a reader that stops
+    early stops the thread."""
+    import threading
+
+    import zstandard
+
+    from hexbuild.targets.adbsync import Ahead, Upload
+
+    files = []
+    for i, size in enumerate((3 << 20, 100_000, 5 << 20)):
+        p = tmp_path / f"f{i}"
+        p.write_bytes((b"hexbuild %d " % i) * (size // 11) + os.urandom(1000))
+        files.append(p)
+    ups = [Upload(files[0], "/a", zstd_level=1), Upload(files[1], "/b"), Upload(files[2], "/c", zstd_level=3)]
+    got = []
+    with Ahead(ups) as ahead:
+        for up, frame in ahead:
+            data = None if frame is None else b"".join(b"".join(pieces) for _, pieces in frame)
+            got.append((up.remote, data))
+    assert [r for r, _ in got] == ["/a", "/b", "/c"] and got[1][1] is None
+    for (remote, data), path in ((got[0], files[0]), (got[2], files[2])):
+        assert zstandard.ZstdDecompressor().decompress(data) == path.read_bytes(), remote
+
+    gone = tmp_path / "gone"
+    with pytest.raises(FileNotFoundError):
+        with Ahead([Upload(files[0], "/a", zstd_level=1), Upload(gone, "/x", zstd_level=1)]) as ahead:
+            for _, frame in ahead:
+                for _ in frame:
+                    pass
+
+    before = threading.active_count()
+    many = [Upload(files[2], f"/{i}", zstd_level=1) for i in range(50)]
+    with Ahead(many) as ahead:
+        up, frame = next(iter(ahead))
+        next(frame)  # the reader stops here: the link broke
+    assert threading.active_count() == before

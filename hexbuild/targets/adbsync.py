@@ -12,8 +12,10 @@ features`` returns) say what it decodes.
 
 from __future__ import annotations
 
+import queue
 import socket
 import struct
+import threading
 import time
 from pathlib import Path
 import io
@@ -29,6 +31,7 @@ SEND_BATCH = 16  # DATA packets per send (1 MiB): fewer system calls per byte
 # with none, adb push 1.90 s; four gained nothing more), and a dropped link loses at most that one
 # file, which the next run sends again
 IN_FLIGHT = 1
+AHEAD_BLOCKS = 32  # compressed blocks (of 1 MiB read each) the compressing thread may be ahead
 SYNC_FLAG_BROTLI, SYNC_FLAG_LZ4, SYNC_FLAG_ZSTD, SYNC_FLAG_DRY_RUN = 1, 2, 4, 0x8000_0000
 
 
@@ -79,30 +82,104 @@ def push_many(client: AdbClient, serial: str, uploads: Iterable[Upload], *, time
                 sent(up, wire)
             block = False
 
-    with client.transport(serial, timeout) as c:
+    with client.transport(serial, timeout) as c, Ahead(uploads) as ahead:
         c.request("sync:")
-        for up in uploads:
+        for up, frame in ahead:
             while len(pending) > IN_FLIGHT:
                 land(block=True)
             up.started = time.perf_counter()
-            with open(up.local, "rb", buffering=0) as f:
-                mode = 0o100000 | (up.mode & 0o7777)
-                if up.zstd_level is None:
-                    spec = f"{up.remote},{mode}".encode("utf-8")
-                    c.send(b"SEND" + struct.pack("<I", len(spec)) + spec)
+            mode = 0o100000 | (up.mode & 0o7777)
+            if frame is None:
+                spec = f"{up.remote},{mode}".encode("utf-8")
+                c.send(b"SEND" + struct.pack("<I", len(spec)) + spec)
+                with open(up.local, "rb", buffering=0) as f:
                     wires.append(_send_raw(c, f, timeout, progress, lambda: land(False)))
-                else:
-                    path = up.remote.encode("utf-8")
-                    c.send(b"SND2" + struct.pack("<I", len(path)) + path
-                           + b"SND2" + struct.pack("<II", mode, SYNC_FLAG_ZSTD))
-                    wires.append(_send(c, _zstd_blocks(f, up.zstd_level), timeout, progress, lambda: land(False),
-                                       raw=False))
+            else:
+                path = up.remote.encode("utf-8")
+                c.send(b"SND2" + struct.pack("<I", len(path)) + path
+                       + b"SND2" + struct.pack("<II", mode, SYNC_FLAG_ZSTD))
+                wires.append(_send(c, frame, timeout, progress, lambda: land(False), raw=False))
             c.send(b"DONE" + struct.pack("<I", int(time.time())))
             pending.append((up, wires[-1]))
         while pending:
             land(block=True)
         c.send(b"QUIT" + struct.pack("<I", 0))
     return wires
+
+
+class _Stopped(Exception):
+    pass
+
+
+class Ahead:
+    """The uploads, with each zstd frame compressed by a thread of its own up to ``AHEAD_BLOCKS``
+    blocks ahead of the link, and on into the next file while this one's tail is still going
+    out: the link no longer waits while zstd finishes a file's last jobs and fills the next
+    file's first (at 20 MB/s, 0.1-0.2 s at each large file). Iterating gives (upload, its
+    frame's blocks, or None for a raw upload, which the caller reads from the file itself)."""
+
+    def __init__(self, uploads: Iterable[Upload]) -> None:
+        self._q: queue.Queue = queue.Queue(maxsize=AHEAD_BLOCKS)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(iter(uploads),), name="hexbuild-zstd", daemon=True)
+
+    def __enter__(self) -> "Ahead":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        while self._thread.is_alive():  # a producer blocked on a full queue sees the stop
+            self._thread.join(0.05)
+
+    def _put(self, item: tuple) -> None:
+        while not self._stop.is_set():
+            try:
+                self._q.put(item, timeout=0.05)
+                return
+            except queue.Full:
+                continue
+        raise _Stopped
+
+    def _run(self, uploads: Iterator[Upload]) -> None:
+        try:
+            for up in uploads:  # the caller's generator decides each file here, a file early
+                if up.zstd_level is None:
+                    self._put(("raw", up))
+                    continue
+                self._put(("zstd", up))
+                with open(up.local, "rb", buffering=0) as f:
+                    for block in _zstd_blocks(f, up.zstd_level):
+                        self._put(("block", block))
+                self._put(("end", None))
+            self._put(("done", None))
+        except _Stopped:
+            pass
+        except BaseException as e:  # raised where the caller reads
+            try:
+                self._put(("error", e))
+            except _Stopped:
+                pass
+
+    def _get(self) -> tuple:
+        kind, value = self._q.get()
+        if kind == "error":
+            raise value
+        return kind, value
+
+    def __iter__(self) -> Iterator[tuple[Upload, Iterator[tuple[int, list[bytes]]] | None]]:
+        while True:
+            kind, up = self._get()
+            if kind == "done":
+                return
+            yield up, (None if kind == "raw" else self._frame())
+
+    def _frame(self) -> Iterator[tuple[int, list[bytes]]]:
+        while True:
+            kind, block = self._get()
+            if kind == "end":
+                return
+            yield block
 
 
 def dry_run_push(client: AdbClient, serial: str, remote: str, data: bytes, *, timeout: float,
