@@ -38,3 +38,18 @@ def fresh_ui(monkeypatch):
         monkeypatch.setattr(ui, name, value)
     monkeypatch.setattr(state, "config_file", None)
     return ui
+
+
+# The files that take longest go first. scripts/test.sh runs the suite on one pytest-xdist worker
+# per core (`--dist loadfile --no-loadscope-reorder`: a file stays on one worker, in this order),
+# so a long file started last would leave one worker busy alone at the end. From --durations of
+# a warm run; a file not named here keeps its place after these.
+FIRST = ("test_build", "test_release", "test_serve", "test_bisect_real", "test_bisect", "test_deploy",
+         "test_real_hexagon", "test_deploy_rollback", "test_deploy_lock", "test_serve_real", "test_doctor_device",
+         "test_pull", "test_inspect_real", "test_run_device", "test_wire", "test_real_hexagon_board",
+         "test_real_linux", "test_build_open", "test_packaging", "test_board")
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.stem, len(rank)))  # stable: a file's own order stays

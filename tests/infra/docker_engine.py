@@ -44,6 +44,14 @@ class InfraError(Exception):
     """Infrastructure that is missing or busy; the message says what to run."""
 
 
+def worker_suffix() -> str:
+    """"" in a plain run and in pytest-xdist's first worker, "-gw1" and so on in the others: each
+    worker runs its own engine (and registry) on state of its own, kept from run to run, so a
+    test that counts the engine's containers sees only its own worker's."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    return f"-{worker}" if worker not in ("", "gw0") else ""
+
+
 def cache_dir() -> Path:
     env = os.environ.get("HEXBUILD_TEST_CACHE")
     base = Path(env) if env else Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "hexbuild-tests"
@@ -59,13 +67,15 @@ class DockerDaemon:
     lock_fd: int | None = None
     run_dir: Path = field(default_factory=lambda: Path(f"/tmp/hbx-{os.getpid()}"))
 
+    suffix: str = field(default_factory=worker_suffix)
+
     @property
     def data_root(self) -> Path:
-        return self.cache / "docker-data"
+        return self.cache / f"docker-data{self.suffix}"
 
     @property
     def pidfile(self) -> Path:
-        return self.cache / "dockerd.pid"
+        return self.cache / f"dockerd{self.suffix}.pid"
 
     @property
     def socket(self) -> Path:
@@ -77,7 +87,7 @@ class DockerDaemon:
 
     @property
     def log_path(self) -> Path:
-        return self.cache / "dockerd.log"
+        return self.cache / f"dockerd{self.suffix}.log"
 
     def start(self, timeout: float = 60.0) -> None:
         dockerd = _which("dockerd")
@@ -128,7 +138,7 @@ class DockerDaemon:
                 self.lock_fd = None
 
     def _lock(self) -> None:
-        path = self.cache / "docker-data.lock"
+        path = self.cache / f"docker-data{self.suffix}.lock"
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -215,13 +215,13 @@ def toolchain_registry(tmp_path_factory):
     own, port 5000), so the test engine, which remembers which layers it pushed where, pushes
     only the layer a test adds; pushing the whole toolchain image again took a minute. When that
     address is taken (another suite with another cache), a registry like ``registry``'s."""
-    from tests.infra.docker_engine import cache_dir
+    from tests.infra.docker_engine import cache_dir, worker_suffix
 
-    base = cache_dir()
-    h = hashlib.sha256(str(base).encode()).digest()
+    base, suffix = cache_dir(), worker_suffix()  # each engine (one per xdist worker) its registry
+    h = hashlib.sha256((str(base) + suffix).encode()).digest()
     address = f"127.{1 + h[0] % 254}.{h[1]}.1:5000"
     work = tmp_path_factory.mktemp("toolchain-registry")
-    storage = base / "registry-toolchain"
+    storage = base / f"registry-toolchain{suffix}"
     if sum(f.stat().st_size for f in storage.rglob("*") if f.is_file()) > 3 << 30:
         shutil.rmtree(storage)  # toolchain images rebuilt over many runs: start again
     try:
