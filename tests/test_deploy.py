@@ -211,11 +211,67 @@ def test_a_deploy_cut_at_any_step_leaves_the_old_install_and_a_rerun_converges(m
     assert again.status == "ok", again.error
     assert tree(on_device(dev)) == tree(pkg)
     # what the cut run already sent is kept (pushes go in path order: libggml-cpu.so, then -opencl.so;
-    # the second may be on its way, and so whole on the device, when the first one's OKAY comes)
-    kept = {"pushed:1": (0, 400_000), "pushed:2": (0,), "pushed": (0,), "manifest": (0,)}.get(step, (1_300_000,))
+    # the second may be on its way, and so whole on the device, when the first one's OKAY comes;
+    # over adb the staging call runs beside the push, so "linked" comes once the push is over)
+    kept = {"pushed:1": (0, 400_000), "pushed:2": (0,), "pushed": (0,), "manifest": (0,),
+            "linked": (0,)}.get(step, (1_300_000,))
     assert again.bytes_pushed in kept
     assert sorted(p.name for p in dev.tmp.iterdir() if p.name.startswith(".llama.cpp.hexbuild-")) == \
         sorted([again.previous, again.release])  # no leftovers
+
+
+def test_over_adb_the_staging_call_runs_beside_the_push_and_its_failure_fails_the_deploy(make_device, pkg):
+    """A new release's links are made while its changed files travel (adb's SEND makes their
+    directories); staging that fails fails the deploy after the push, the old install live."""
+    dev = make_device("SM8650")
+    t = t_adb(dev)
+    one(pkg, t)
+    before = tree(on_device(dev))
+    (pkg / "lib" / "libggml-cpu.so").write_bytes(os.urandom(700_000))
+    seen: list[str] = []
+    deploy_mod.FAULT_HOOK = lambda spec, checkpoint: seen.append(checkpoint)
+    try:
+        assert one(pkg, t).status == "ok"
+    finally:
+        deploy_mod.FAULT_HOOK = None
+    assert seen.index("stage") < seen.index("pushed:1") < seen.index("linked") < seen.index("swapped")
+    assert tree(on_device(dev)) == tree(pkg)
+
+    before = tree(on_device(dev))
+    (pkg / "lib" / "libggml-cpu.so").write_bytes(os.urandom(700_000))
+    real = t.sh_chain
+
+    def staging_fails(steps, *, what: str, **kw):
+        if what.startswith("staging"):
+            steps = [("echo 'ln: cannot link' >&2; exit 1", [])]
+        return real(steps, what=what, **kw)
+
+    t.sh_chain = staging_fails  # the device's own shell fails the staging step
+    try:
+        res = one(pkg, t)
+    finally:
+        del t.sh_chain
+    assert res.status == "failed" and "staging the new release" in res.error, res.error
+    assert tree(on_device(dev)) == before
+    assert one(pkg, t).status == "ok" and tree(on_device(dev)) == tree(pkg)
+
+
+def test_an_error_beside_the_block_is_raised_on_leaving_it_and_the_blocks_own_error_first():
+    from hexbuild.deploy.apply import _Beside
+
+    def fail(what):
+        raise DeployFailed(what)
+
+    with pytest.raises(DeployFailed, match="beside"):
+        with _Beside(fail, "beside"):
+            pass
+    with pytest.raises(KeyError):
+        with _Beside(fail, "beside"):
+            raise KeyError("the block's own")
+    ran = []
+    with _Beside(ran.append, 1):
+        pass
+    assert ran == [1]
 
 
 @pytest.mark.parametrize("when", ["bytes:2000000", "pushed"])

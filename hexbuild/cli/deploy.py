@@ -43,32 +43,35 @@ def deploy_command(
                                           help="AArch64 glibc runtime for qemu: targets and --bundle-runtime (default: the open toolchain image's)."),
 ) -> None:
     """Deploy incrementally and atomically: only changed files travel, the switch is one rename."""
-    from ..deploy import default_package, load_package, raise_for_failures
     from ..errors import UsageError
-    from ..targets import parse_target
-    from ..ui import ui
 
     if ndev is not None and not 1 <= ndev <= 16:
         raise UsageError(f"--ndev must be from 1 to 16, got {ndev}")
     if rollback and (model or ndev or verify):
         raise UsageError("--rollback switches installs only; it takes no --model, --ndev or --verify")
-    s = common.settings(source=source, **{"deploy.dest": dest, "deploy.models_dir": models_dir,
-                                          "deploy.ndev": ndev, "deploy.parallel": parallel, "deploy.wait": wait,
-                                          "deploy.stale_lock": stale_lock, "deploy.bundle_runtime": bundle_runtime,
-                                          "linux.sysroot": sysroot})
-    specs = list(target or []) or ([] if all_devices else list(s["deploy.targets"]))
-    if all_devices:
-        specs += _ready_devices(s, specs)
-    if not specs:
-        raise UsageError("no target given", hint="--target adb (one phone), --target adb:SERIAL, or --all")
-    if len(set(specs)) != len(specs):
-        raise UsageError("the same target is given twice: " + next(x for x in specs if specs.count(x) > 1))
-    targets = [parse_target(spec, s) for spec in specs]  # all malformed specs fail before any work
-    pkg = path = None
+    pkg = _early_package(package, rollback)
+    targets = []
     try:
+        from ..deploy import default_package, load_package, raise_for_failures
+        from ..targets import parse_target
+        from ..ui import ui
+
+        s = common.settings(source=source, **{"deploy.dest": dest, "deploy.models_dir": models_dir,
+                                              "deploy.ndev": ndev, "deploy.parallel": parallel, "deploy.wait": wait,
+                                              "deploy.stale_lock": stale_lock,
+                                              "deploy.bundle_runtime": bundle_runtime, "linux.sysroot": sysroot})
+        specs = list(target or []) or ([] if all_devices else list(s["deploy.targets"]))
+        if all_devices:
+            specs += _ready_devices(s, specs)
+        if not specs:
+            raise UsageError("no target given", hint="--target adb (one phone), --target adb:SERIAL, or --all")
+        if len(set(specs)) != len(specs):
+            raise UsageError("the same target is given twice: " + next(x for x in specs if specs.count(x) > 1))
+        targets = [parse_target(spec, s) for spec in specs]  # all malformed specs fail before any work
+        path = None
         if not rollback:  # its files are hashed in the background from here on (deploy/package.py)
             path = Path(package) if package else default_package(common.source_dir(s), s["build.install_dir"])
-            pkg = load_package(path)
+            pkg = pkg or load_package(path)
         results = _deploy(pkg, targets, s, model=model, verify=verify, rollback=rollback, dry_run=dry_run,
                           path=path)
     finally:
@@ -78,6 +81,23 @@ def deploy_command(
             t.close()
     ui.result([r.to_json() for r in results], lambda: _table(results, dry_run))
     raise_for_failures(results)
+
+
+def _early_package(package: str | None, rollback: bool):
+    """The package named on the command line, loaded first: its hashing (a thread of its own,
+    deploy/package.py) then runs while the settings and targets are read and the devices probed,
+    and no longer holds up the release's name. One that cannot be loaded is left for its turn,
+    so that a bad target is still named before a bad package."""
+    from ..errors import HexbuildError
+
+    if rollback or not package:
+        return None
+    from ..deploy.package import load_package
+
+    try:
+        return load_package(Path(package))
+    except HexbuildError:
+        return None
 
 
 def _deploy(pkg, targets, s, *, model, verify: bool, rollback: bool, dry_run: bool, path):

@@ -48,17 +48,25 @@ failure makes the whole command exit 7 after every target has finished.
 
 from __future__ import annotations
 
+from importlib import import_module
 from typing import Callable
 
-from .hashcache import HashCache
-from .layout import MANIFEST, release_id
-from .many import deploy
-from .one import deploy_one
-from .options import DeployOptions
-from .package import Package, PackageFile, default_package, load_package
-from .result import TargetResult, raise_for_failures
-from .scripts import SCRIPTS_DIR
-from .space import RESERVE
+# Imported on first use (PEP 562): `hexbuild deploy PKG` loads the package, and starts hashing
+# it, before the rest of deploy (targets, plans, scripts) is imported.
+_FROM = {"HashCache": "hashcache", "MANIFEST": "layout", "release_id": "layout", "deploy": "many",
+         "deploy_one": "one", "DeployOptions": "options", "Package": "package", "PackageFile": "package",
+         "default_package": "package", "load_package": "package", "TargetResult": "result",
+         "raise_for_failures": "result", "SCRIPTS_DIR": "scripts", "RESERVE": "space"}
+
+
+def __getattr__(name: str):
+    module = _FROM.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = ["DeployOptions", "TargetResult", "deploy", "deploy_one", "raise_for_failures", "release_id",
            "Package", "PackageFile", "load_package", "default_package", "HashCache"]

@@ -78,13 +78,14 @@ def deploy_one(target: Target, pkg: Package | None, models: list[Model], opts: D
         if scripts:
             tmpdir = tempfile.TemporaryDirectory(prefix="hexbuild-scripts-")
             want.update(script_files(scripts, Path(tmpdir.name)))
-        rid = release_id(want, pkg.meta)
-        res.release = lay.prefix + rid
         res.files_total = len(want) + len(models)
         res.bytes_total = sum(f.size for f in want.values()) + sum(m.size for m in models)
 
-        # the refusals above only read the device; from here on it is ours alone
+        # the refusals above only read the device; from here on it is ours alone. The lock's
+        # device call goes before the release's name, which waits for the package's hashes
         lock = take_lock()
+        rid = release_id(want, pkg.meta)
+        res.release = lay.prefix + rid
         live, staged = read_live(target, lay, rid, verify=opts.verify)
         plan = plan_release(target, lay, live, staged, want, rid, opts)
         model_plan = plan_models(target, models_dir, models)

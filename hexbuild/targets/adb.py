@@ -43,7 +43,7 @@ def local_server_port() -> int:
 class AdbTarget(ShellTarget):
     kind = "adb"
     os = "android"
-    caps = TargetCaps(forward=True)
+    caps = TargetCaps(forward=True, push_makes_dirs=True)
     local_server = False  # the adb server runs on this machine (adb forward listens here)
 
     def __init__(self, spec: str, client: AdbClient, serial: str | None, *, server: str,

@@ -85,6 +85,9 @@ class TargetCaps:
     # its programs run under an emulator on this machine (qemu:): an AArch64 CPU and no NPU, and
     # the glibc they see is the emulator's sysroot's, not this machine's
     emulator: bool = False
+    # a push makes the directories it writes into (adb sync's SEND), so a release's staging call
+    # (links, device-side copies) can run beside the push instead of before it
+    push_makes_dirs: bool = False
 
 
 @dataclass(frozen=True)
