@@ -105,16 +105,41 @@ if ! python3 -c 'import hexbuild, pytest, hypothesis, docker, paramiko, elftools
   printf '%s' "$want" > "$stamp"
 fi
 
+# What is missing below is made by jobs that run at once (downloads, debootstraps and qemu's
+# second stage overlap: a new machine's setup took 6 min 10 s one after the other). Each job
+# writes its own log in the cache; the first that fails stops the setup with its log's end.
+job_pids=(); job_names=(); job_logs=()
+start_job() {  # start_job KEY DESCRIPTION COMMAND...
+  local key=$1 what=$2; shift 2
+  log "$what"
+  ("$@") > "$cache/setup-$key.log" 2>&1 &
+  job_pids+=($!); job_names+=("$what"); job_logs+=("$cache/setup-$key.log")
+}
+wait_jobs() {
+  local i failed=0
+  for i in "${!job_pids[@]}"; do
+    if ! wait "${job_pids[$i]}"; then
+      echo "setup-test-env.sh: failed: ${job_names[$i]}; ${job_logs[$i]} ends:" >&2
+      tail -n 20 "${job_logs[$i]}" >&2
+      failed=1
+    fi
+  done
+  job_pids=(); job_names=(); job_logs=()
+  [ $failed = 0 ] || exit 3
+}
+
 # --- real llama.cpp trees (cached outside the repository) ------------------
+fetch_tree() {
+  local v=$1 dst="$cache/llama-cpp-python-$1" tmp
+  tmp="$(mktemp -d)"
+  python3 -m pip download -q --disable-pip-version-check --no-deps --no-binary :all: -d "$tmp" "llama-cpp-python==$v"
+  rm -rf "$dst.part" && mkdir -p "$dst.part"
+  tar -xzf "$tmp"/llama_cpp_python-"$v".tar.gz -C "$dst.part" --strip-components=1
+  rm -rf "$tmp" "$dst" && mv "$dst.part" "$dst"
+}
 for v in 0.3.20 0.3.28 0.3.36; do
-  dst="$cache/llama-cpp-python-$v"
-  if [ ! -d "$dst/vendor/llama.cpp/ggml" ]; then
-    log "downloading llama-cpp-python $v source distribution"
-    tmp="$(mktemp -d)"
-    python3 -m pip download -q --disable-pip-version-check --no-deps --no-binary :all: -d "$tmp" "llama-cpp-python==$v"
-    rm -rf "$dst.part" && mkdir -p "$dst.part"
-    tar -xzf "$tmp"/llama_cpp_python-"$v".tar.gz -C "$dst.part" --strip-components=1
-    rm -rf "$tmp" "$dst" && mv "$dst.part" "$dst"
+  if [ ! -d "$cache/llama-cpp-python-$v/vendor/llama.cpp/ggml" ]; then
+    start_job "tree-$v" "downloading llama-cpp-python $v source distribution" fetch_tree "$v"
   fi
 done
 
@@ -124,29 +149,30 @@ done
 # host keeps bookworm's libc. The host's llvm-objdump-21 is that tree's wrapper.
 if ! (cd "$here" && HEXBUILD_TEST_CACHE="$cache" python3 -m tests.infra.hexagon_tools build --check) >/dev/null 2>&1; then
   need_root
-  log "LLVM 21 tool tree for Hexagon (debootstrap sid + clang-21, lld-21, llvm-21, python3-minimal)"
-  tools="$(cd "$here" && HEXBUILD_TEST_CACHE="$cache" python3 -m tests.infra.hexagon_tools build)" || exit 3
-fi
-tools="$(cd "$here" && HEXBUILD_TEST_CACHE="$cache" python3 -c 'from tests.infra.hexagon_tools import tools_dir; print(tools_dir())')"
-if [ "$(readlink /usr/local/bin/llvm-objdump-21 2>/dev/null)" != "$tools/bin/llvm-objdump" ] \
-   || ! llvm-objdump-21 --version >/dev/null 2>&1; then
-  need_root
-  ln -sfn "$tools/bin/llvm-objdump" /usr/local/bin/llvm-objdump-21
-  ln -sfn "$tools/bin/llvm-addr2line" /usr/local/bin/llvm-addr2line-21
+  start_job llvm21 "LLVM 21 tool tree for Hexagon (debootstrap sid + clang-21, lld-21, llvm-21, python3-minimal)" \
+    env -C "$here" HEXBUILD_TEST_CACHE="$cache" python3 -m tests.infra.hexagon_tools build
 fi
 # --- the open toolchain's root filesystem (hexbuild toolchain open, engine without a network) ---
 # Built by hexbuild's own code (debootstrap + the recipe in docker/open-arm64-linux/) into the test
 # cache; the open_image fixture imports it into the test engine in seconds. Keyed by the recipe.
 if ! (cd "$here" && HEXBUILD_TEST_CACHE="$cache" python3 -m tests.infra.real_build --rootfs --check) >/dev/null 2>&1; then
   need_root
-  log "open toolchain root filesystem (debootstrap + clang-19, lld-19, llvm-19, cmake, ninja, ccache, AArch64 sysroot)"
-  (cd "$here" && HEXBUILD_TEST_CACHE="$cache" python3 -m tests.infra.real_build --rootfs) >/dev/null || exit 3
+  start_job open-rootfs "open toolchain root filesystem (debootstrap + clang-19, lld-19, llvm-19, cmake, ninja, ccache, AArch64 sysroot)" \
+    env -C "$here" HEXBUILD_TEST_CACHE="$cache" python3 -m tests.infra.real_build --rootfs
 fi
 # --- virtual board root filesystem (Debian bullseye arm64, glibc 2.31) ------
 if [ ! -e "$cache/board-rootfs-bullseye-arm64/.hexbuild-rootfs-complete" ]; then
   need_root
-  log "building the virtual board's arm64 root filesystem (debootstrap under qemu, a few minutes)"
-  (cd "$here" && HEXBUILD_TEST_CACHE="$cache" python3 -m tests.infra.board build) || exit 3
+  start_job board-rootfs "building the virtual board's arm64 root filesystem (debootstrap under qemu, a few minutes)" \
+    env -C "$here" HEXBUILD_TEST_CACHE="$cache" python3 -m tests.infra.board build
+fi
+wait_jobs
+tools="$(cd "$here" && HEXBUILD_TEST_CACHE="$cache" python3 -c 'from tests.infra.hexagon_tools import tools_dir; print(tools_dir())')"
+if [ "$(readlink /usr/local/bin/llvm-objdump-21 2>/dev/null)" != "$tools/bin/llvm-objdump" ] \
+   || ! llvm-objdump-21 --version >/dev/null 2>&1; then
+  need_root
+  ln -sfn "$tools/bin/llvm-objdump" /usr/local/bin/llvm-objdump-21
+  ln -sfn "$tools/bin/llvm-addr2line" /usr/local/bin/llvm-addr2line-21
 fi
 # --- a LAVA lab (opt-in: HEXBUILD_TEST_LAVA=1) -------------------------------
 # LAVA 2026.10 from trixie-backports in a trixie chroot, and a trixie arm64 board (glibc 2.41) for

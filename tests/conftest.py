@@ -48,8 +48,28 @@ FIRST = ("test_build", "test_release", "test_serve", "test_bisect_real", "test_b
          "test_real_hexagon", "test_deploy_rollback", "test_deploy_lock", "test_serve_real", "test_doctor_device",
          "test_pull", "test_inspect_real", "test_run_device", "test_wire", "test_real_hexagon_board",
          "test_real_linux", "test_build_open", "test_packaging", "test_board")
+# The files that need the two real builds of the 0.3.28 tree (real_linux_package,
+# real_hexagon_build): one unit of work, so one worker runs them all. On a new machine that worker
+# spends minutes in the builds (one at a time: they share a ccache) and the other runs the rest,
+# instead of both waiting on the same build.
+REAL_BUILDS = {"test_release", "test_bisect_real", "test_real_hexagon", "test_serve_real", "test_real_hexagon_board",
+               "test_real_linux", "test_build_open", "test_npu_rule", "test_lab"}
 
 
 def pytest_collection_modifyitems(config, items):
     rank = {name: i for i, name in enumerate(FIRST)}
     items.sort(key=lambda item: rank.get(item.path.stem, len(rank)))  # stable: a file's own order stays
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class RealBuildsOnOneWorker(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            scope = super()._split_scope(nodeid)
+            return "the real builds" if Path(scope).stem in REAL_BUILDS else scope
+
+    return RealBuildsOnOneWorker(config, log)
