@@ -58,7 +58,7 @@ class HashCache:
                 out.append(None)
                 todo.append(i)
         if todo:
-            workers = min(4, (os.cpu_count() or 1) + 1, len(todo))
+            workers = min(4, (os.cpu_count() or 1), len(todo))
             todo.sort(key=lambda i: -stamps[i][0])  # the largest first: no big file left for last
             with ThreadPoolExecutor(max_workers=workers) as pool:  # sha256 releases the GIL
                 results = list(pool.map(lambda i: sha256_file(paths[i]), todo))
