@@ -271,3 +271,11 @@ def test_build_on_a_pulled_toolchain_records_the_registry_digest(tmp_path, docke
     assert data["image"] == tc.pinned and data["digest"] == tc.pinned
     assert "pulling" not in cp.stderr and registry.requests(since=mark) == []
     assert not containers(docker_client)
+
+
+def test_a_registry_that_does_not_start_names_its_address(tmp_path):
+    """The test infrastructure's own error: the address it was asked for, and the log's end."""
+    from tests.infra.registry import RegistryError, start_registry
+
+    with pytest.raises(RegistryError, match=r"did not answer on 256\.0\.0\.1:5000 within 5s"):
+        start_registry(tmp_path, timeout=5, address="256.0.0.1:5000")

@@ -28,6 +28,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Iterator
 
 import pytest
 
@@ -144,10 +145,10 @@ def start_registry(workdir: Path, timeout: float = 20.0, *, storage: Path | None
                 time.sleep(0.1)
         reg.stop()
         text = log_path.read_text(errors="replace")
-        address = None
         if "address already in use" not in text:
             raise RegistryError(f"docker-registry did not answer on {address} within {timeout:g}s; "
                                 f"its log ({log_path}) ends:\n" + "\n".join(text.splitlines()[-15:]))
+        address = None  # taken: the next try finds a free port
     raise RegistryError("docker-registry found no free address on loopback")
 
 
@@ -195,17 +196,23 @@ def push(client, image: str, ref: str) -> str:
 
 # --- pytest fixtures --------------------------------------------------------------------
 
-@pytest.fixture(scope="session")
-def registry(tmp_path_factory):
-    """A running registry on loopback (``str(registry)`` is ``127.0.0.1:PORT``)."""
+def _serving(start: Callable[[], Registry]) -> Iterator[Registry]:
+    """A session fixture's registry: one that does not start fails the test in one line; it is
+    stopped by its PID at the end."""
     try:
-        reg = start_registry(tmp_path_factory.mktemp("registry"))
+        reg = start()
     except RegistryError as e:
         pytest.fail(str(e), pytrace=False)
     try:
         yield reg
     finally:
         reg.stop()
+
+
+@pytest.fixture(scope="session")
+def registry(tmp_path_factory):
+    """A running registry on loopback (``str(registry)`` is ``127.0.0.1:PORT``)."""
+    yield from _serving(lambda: start_registry(tmp_path_factory.mktemp("registry")))
 
 
 @pytest.fixture(scope="session")
@@ -224,14 +231,11 @@ def toolchain_registry(tmp_path_factory):
     storage = base / f"registry-toolchain{suffix}"
     if sum(f.stat().st_size for f in storage.rglob("*") if f.is_file()) > 3 << 30:
         shutil.rmtree(storage)  # toolchain images rebuilt over many runs: start again
-    try:
+
+    def start() -> Registry:
         try:
-            reg = start_registry(work, storage=storage, address=address)
+            return start_registry(work, storage=storage, address=address)
         except RegistryError:
-            reg = start_registry(work / "fallback")
-    except RegistryError as e:
-        pytest.fail(str(e), pytrace=False)
-    try:
-        yield reg
-    finally:
-        reg.stop()
+            return start_registry(work / "fallback")
+
+    yield from _serving(start)
