@@ -11,6 +11,7 @@ from typing import Any
 
 from ..errors import DeployFailed
 from ..targets.base import RemoteFile, Target
+from ..targets.posix import Snapshot
 from .package import PackageFile
 
 MANIFEST = ".hexbuild/manifest.json"
@@ -76,11 +77,41 @@ def user_files(listing: dict[str, RemoteFile]) -> dict[str, RemoteFile]:
     return {k: v for k, v in listing.items() if not k.startswith(".hexbuild/")}
 
 
-def read_live(target: Target, lay: Layout, rid: str, *, verify: bool) -> tuple[Live, Any]:
+@dataclass
+class Survey:
+    """What the device holds at ``<dest>``, read before the release's name is known (it waits for
+    the package's hashes): the install's files and manifest, and the release directories' names."""
+
+    snap: dict[str, Any]
+    manifest: bytes | None = None
+    root: str | None = None  # the live tree the manifest was read from
+
+
+def survey(target: Target, lay: Layout) -> Survey:
+    """Two device calls that need no hash: the listing of ``<dest>`` with the names of the release
+    directories beside it, then the live release's manifest."""
+    snap = target.snapshot([lay.dest], like=posixpath.join(lay.parent, lay.prefix))
+    here = snap[lay.dest]
+    out = Survey(snap)
+    if here.kind in ("dir", "link") and here.is_dir:
+        out.root = posixpath.join(lay.parent, managed_release(target, lay, here.link or "")) \
+            if here.kind == "link" else lay.dest
+        out.manifest = target.read_file(posixpath.join(out.root, MANIFEST))
+    return out
+
+
+def read_live(target: Target, lay: Layout, rid: str, *, verify: bool, early: Survey | None = None) -> tuple[Live, Any]:
     """The live install and the staged release ``rid`` (from an earlier, cut-off run), read
-    in one device call; hashes only where nothing else can tell them."""
+    in one device call (none when ``early`` found no release directory of that name); hashes
+    only where nothing else can tell them."""
     staging = lay.release(rid)
-    snap = target.snapshot([lay.dest, staging])
+    if early is None:
+        snap = target.snapshot([lay.dest, staging])
+    else:
+        snap = dict(early.snap)
+        if staging in snap and not snap[staging].listed:  # a cut-off run's: its files are read now
+            snap.update(target.snapshot([staging]))
+        snap.setdefault(staging, Snapshot("missing"))
     here, staged = snap[lay.dest], snap[staging]
     if here.kind == "file":
         raise DeployFailed(f"{lay.dest} on {target.spec} is a file, not an install directory",
@@ -94,7 +125,8 @@ def read_live(target: Target, lay: Layout, rid: str, *, verify: bool) -> tuple[L
     if here.kind == "link":
         release = managed_release(target, lay, here.link or "")
         root = posixpath.join(lay.parent, release)
-    manifest = manifest_of(target.read_file(posixpath.join(root, MANIFEST)))
+    raw = early.manifest if early is not None and early.root == root else target.read_file(posixpath.join(root, MANIFEST))
+    manifest = manifest_of(raw)
     files = user_files(here.files)
     # hash on the device only what cannot be known otherwise: an install without a manifest
     # (adopted), or the live release itself under --verify

@@ -18,7 +18,7 @@ from ..ui import ui
 from .apply import apply_plan
 from .checkpoints import cancel, checkpoint, fault
 from .kept import check_kept
-from .layout import Layout, read_live, release_id
+from .layout import Layout, read_live, release_id, survey
 from .lock import DeployLock
 from .models import Model, plan_models, push_models
 from .options import DeployOptions
@@ -84,9 +84,10 @@ def deploy_one(target: Target, pkg: Package | None, models: list[Model], opts: D
         # the refusals above only read the device; from here on it is ours alone. The lock's
         # device call goes before the release's name, which waits for the package's hashes
         lock = take_lock()
+        early = survey(target, lay)  # while the hashes are still being computed
         rid = release_id(want, pkg.meta)
         res.release = lay.prefix + rid
-        live, staged = read_live(target, lay, rid, verify=opts.verify)
+        live, staged = read_live(target, lay, rid, verify=opts.verify, early=early)
         plan = plan_release(target, lay, live, staged, want, rid, opts)
         model_plan = plan_models(target, models_dir, models)
         res.files_removed = len(plan.stale)

@@ -92,6 +92,9 @@ _SNAPSHOT = r'''for p in "$@"; do
   else echo 'kind missing'; fi
   if [ -d "$p" ]; then echo isdir; (cd "$p" && find . -type f -exec stat -c '%s %a %Y %n' {} +) || exit 1; fi
 done'''
+# the paths that start with $1 (named, not listed: snapshot(..., like=))
+_NAMED_LIKE = r'''for d in "$1"*; do [ -e "$d" ] || [ -L "$d" ] && printf '== %s\nunlisted\n' "$d"; done
+shift'''
 _SHA_FILES = r'''cd "$1" || exit 1
 shift
 for f in "$@"; do [ -f "$f" ] && sha256sum "$f"; done
@@ -181,10 +184,12 @@ class ShellTarget(Target):
                     files[rel].sha256 = digest
         return files
 
-    def snapshot(self, paths: Sequence[str]) -> dict[str, "Snapshot"]:
+    def snapshot(self, paths: Sequence[str], *, like: str = "") -> dict[str, "Snapshot"]:
         """For each path, in one device call: what it is (missing|dir|file|link, and the link's
-        target) and, when it is or leads to a directory, its files (size, mode, mtime)."""
-        res = self.sh(_SNAPSHOT, *paths, what="inspecting " + ", ".join(paths), timeout=self.default_timeout * 4)
+        target) and, when it is or leads to a directory, its files (size, mode, mtime). With
+        ``like``, also every other path that starts with it, as ``listed=False`` (named only)."""
+        script, args = (_NAMED_LIKE + "\n" + _SNAPSHOT, [like, *paths]) if like else (_SNAPSHOT, list(paths))
+        res = self.sh(script, *args, what="inspecting " + ", ".join(paths), timeout=self.default_timeout * 4)
         out: dict[str, Snapshot] = {}
         current: Snapshot | None = None
         for line in res.out.splitlines():
@@ -194,9 +199,11 @@ class ShellTarget(Target):
                 continue
             elif line.startswith("kind "):
                 kind, _, link = line[5:].partition(" ")
-                current.kind, current.link = kind, (link if kind == "link" else None)
+                current.kind, current.link, current.listed = kind, (link if kind == "link" else None), True
             elif line == "isdir":
                 current.is_dir = True
+            elif line == "unlisted":
+                current.kind, current.listed = "unlisted", False
             else:
                 parsed = _stat_line(line)
                 if parsed:
@@ -345,6 +352,7 @@ class Snapshot:
     link: str | None = None
     is_dir: bool = False  # a directory, or a link that leads to one
     files: dict[str, RemoteFile] = field(default_factory=dict)
+    listed: bool = True  # False: only its name was read (snapshot's ``like``)
 
 
 def _stat_line(line: str) -> RemoteFile | None:

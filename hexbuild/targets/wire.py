@@ -30,10 +30,14 @@ ZSTD_LEVEL = 1  # what adb's own ZstdEncoder uses: 300+ MB/s a core, a library t
 # On a measured link the level follows its speed: the slower the link, the more compression pays
 # before it becomes the bottleneck (zstd's worker threads compress while this thread waits on the
 # link). 217 MB of real libraries (the benchmark's) go to 0.323 of their size at level 1, 0.300
-# at 2, 0.283 at 3 and 0.278 at 4, at 150, 130, 150 and 115 MB/s on 2 loaded cores. At 40 MB/s
-# level 2 took 1.88 s against 1.98 s at level 1 (adb push 1.89 s) and level 3 2.05 s: compression
-# no longer kept up. At 20 MB/s (USB 2 sharing its bus) level 3 needs only 70 MB/s of it; the
-# probe reads such a link at 15-19 MB/s and a 40 MB/s one at 33-39.
+# at 2, 0.283 at 3, 0.278 at 4, 0.269 at 5, 0.262 at 6 and 0.259 at 7; on 2 idle cores level 3
+# compresses them at 218 MB/s, 5 at 101, 6 at 88 and 7 at 64. At 40 MB/s level 2 took 1.88 s
+# against 1.98 s at level 1 (adb push 1.89 s) and level 3 2.05 s: compression no longer kept up.
+# A 20 MB/s link (USB 2 sharing its bus) carries ~19 MB/s of sync data. The libraries alone went
+# over it in 3.28 s at level 5, 3.38 s at 3, 3.55 s at 2 and 3.77 s at 1 (adb push 3.70 s), but a
+# whole redeploy, where the device's side and the hashing share the 2 cores, took 3.95-4.06 s at
+# level 3, 4.05-4.09 at 4, 4.07-4.16 at 5 and 4.38-4.49 at 6: level 3 is what keeps up. The probe
+# reads such a link at 15-19 MB/s and a 40 MB/s one at 33-39.
 FEATURE_ZSTD = "sendrecv_v2_zstd"
 FEATURE_DRY_RUN = "sendrecv_v2_dry_run_send"
 MIN_SAVING = 0.10  # a sample that shrinks less than this goes raw
