@@ -53,10 +53,18 @@ FIRST = ("test_build", "test_release", "test_serve", "test_bisect_real", "test_b
 # spends minutes in the builds (one at a time: they share a ccache) and the other runs the rest,
 # instead of both waiting on the same build.
 REAL_BUILDS = {"test_release", "test_bisect_real", "test_real_hexagon", "test_serve_real", "test_real_hexagon_board",
-               "test_real_linux", "test_build_open", "test_npu_rule", "test_lab"}
+               "test_real_linux", "test_build_open", "test_npu_rule", "test_lab", "test_checks"}
+# the session fixtures that make those builds: a file whose tests ask for one (directly or
+# through another fixture) and is not in REAL_BUILDS would wait on the other worker's build
+BUILD_FIXTURES = {"real_linux_package", "real_hexagon_build"}
 
 
 def pytest_collection_modifyitems(config, items):
+    outside = sorted({item.path.name for item in items
+                      if BUILD_FIXTURES & set(getattr(item, "fixturenames", ())) and item.path.stem not in REAL_BUILDS})
+    if outside:
+        raise pytest.UsageError(f"not in REAL_BUILDS (tests/conftest.py) but asking for the real 0.3.28 builds "
+                                f"({', '.join(sorted(BUILD_FIXTURES))}): {', '.join(outside)}")
     rank = {name: i for i, name in enumerate(FIRST)}
     items.sort(key=lambda item: rank.get(item.path.stem, len(rank)))  # stable: a file's own order stays
 
