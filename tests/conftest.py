@@ -44,7 +44,7 @@ def fresh_ui(monkeypatch):
 # per core (`--dist loadfile --no-loadscope-reorder`: a file stays on one worker, in this order),
 # so a long file started last would leave one worker busy alone at the end. From --durations of
 # a warm run; a file not named here keeps its place after these.
-FIRST = ("test_build", "test_release", "test_serve", "test_bisect_real", "test_bisect", "test_deploy",
+FIRST = ("test_release_real", "test_build", "test_release", "test_serve", "test_bisect_real", "test_bisect", "test_deploy",
          "test_real_hexagon", "test_deploy_rollback", "test_deploy_lock", "test_serve_real", "test_doctor_device",
          "test_pull", "test_inspect_real", "test_run_device", "test_wire", "test_real_hexagon_board",
          "test_real_linux", "test_build_open", "test_packaging", "test_board")
@@ -52,7 +52,7 @@ FIRST = ("test_build", "test_release", "test_serve", "test_bisect_real", "test_b
 # real_hexagon_build): one unit of work, so one worker runs them all. On a new machine that worker
 # spends minutes in the builds (one at a time: they share a ccache) and the other runs the rest,
 # instead of both waiting on the same build.
-REAL_BUILDS = {"test_release", "test_bisect_real", "test_real_hexagon", "test_serve_real", "test_real_hexagon_board",
+REAL_BUILDS = {"test_release_real", "test_bisect_real", "test_real_hexagon", "test_serve_real", "test_real_hexagon_board",
                "test_real_linux", "test_build_open", "test_npu_rule", "test_lab", "test_checks"}
 # the session fixtures that make those builds: a file whose tests ask for one (directly or
 # through another fixture) and is not in REAL_BUILDS would wait on the other worker's build
