@@ -46,7 +46,8 @@ def test_dry_run_builds_the_revisions_own_linux_preset_in_the_open_image(tree_0_
                                   "test-backend-ops", "llama-server"] and d["build_targets_source"] == "default"
     configure, build, install, collect = d["commands"]
     assert configure[:5] == ["cmake", "--preset", "arm64-linux-snapdragon-release", "-B", "build-open-linux"]
-    for arg in ("-DGGML_HEXAGON=OFF", "-DCMAKE_EXE_LINKER_FLAGS=-fuse-ld=lld", "-DCMAKE_AR=/usr/bin/llvm-ar-19",
+    for arg in ("-DGGML_HEXAGON=OFF", "-DCMAKE_EXE_LINKER_FLAGS=-fuse-ld=lld -Wl,--lto-partitions=4",
+                "-DCMAKE_SHARED_LINKER_FLAGS=-fuse-ld=lld -Wl,--lto-partitions=4", "-DCMAKE_AR=/usr/bin/llvm-ar-19",
                 "-DCMAKE_RANLIB=/usr/bin/llvm-ranlib-19", "-DLLAMA_OPENSSL=OFF", "-DLLAMA_BUILD_TESTS=ON",
                 "-DCMAKE_PROJECT_INCLUDE=/workspace/build-open-linux/hexbuild-targets.cmake"):
         assert arg in configure, arg
