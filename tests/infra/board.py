@@ -94,7 +94,20 @@ def rootfs_path(suite: str = SUITE) -> Path:
 
 def build_rootfs(log=print, suite: str = SUITE) -> Path:
     """The cached arm64 root filesystem of ``suite`` (bullseye unless said), built when missing
-    (a few minutes)."""
+    (a few minutes). One builder at a time: a caller that finds another building (the setup's
+    job left running beside the suite, or the other test worker) waits for it and takes its
+    result."""
+    import fcntl
+
+    root = rootfs_path(suite)
+    if (root / DONE).exists():
+        return root
+    with open(root.with_name(root.name + ".lock"), "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        return _build_rootfs(log, suite)
+
+
+def _build_rootfs(log, suite: str) -> Path:
     glibc, include = SUITES[suite]
     root = rootfs_path(suite)
     if (root / DONE).exists():
