@@ -85,6 +85,10 @@ def deploy_one(target: Target, pkg: Package | None, models: list[Model], opts: D
         # device call goes before the release's name, which waits for the package's hashes
         lock = take_lock()
         early = survey(target, lay)  # while the hashes are still being computed
+        if early.snap[lay.dest].kind == "missing" and not opts.dry_run:
+            # nothing installed: the whole package travels, so the link is timed now, beside the
+            # hashing, rather than after the plan (the push asks again and finds it measured)
+            target.expect_transfer([f.local for f in want.values()])
         rid = release_id(want, pkg.meta)
         res.release = lay.prefix + rid
         live, staged = read_live(target, lay, rid, verify=opts.verify, early=early)
