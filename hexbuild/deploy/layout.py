@@ -83,8 +83,7 @@ class Survey:
     the package's hashes): the install's files and manifest, and the release directories' names."""
 
     snap: dict[str, Any]
-    manifest: bytes | None = None
-    root: str | None = None  # the live tree the manifest was read from
+    manifest: bytes | None = None  # of the live tree, when there is one
 
 
 def survey(target: Target, lay: Layout) -> Survey:
@@ -93,11 +92,18 @@ def survey(target: Target, lay: Layout) -> Survey:
     snap = target.snapshot([lay.dest], like=posixpath.join(lay.parent, lay.prefix))
     here = snap[lay.dest]
     out = Survey(snap)
-    if here.kind in ("dir", "link") and here.is_dir:
-        out.root = posixpath.join(lay.parent, managed_release(target, lay, here.link or "")) \
-            if here.kind == "link" else lay.dest
-        out.manifest = target.read_file(posixpath.join(out.root, MANIFEST))
+    if here.kind != "file" and here.is_dir:
+        out.manifest = target.read_file(posixpath.join(_live_root(target, lay, here)[1], MANIFEST))
     return out
+
+
+def _live_root(target: Target, lay: Layout, here: Any) -> tuple[str | None, str]:
+    """(the live release's directory name, or None for a plain directory; the live tree's path)
+    of ``<dest>`` as a snapshot found it: a link must be one hexbuild made."""
+    if here.kind != "link":
+        return None, lay.dest
+    release = managed_release(target, lay, here.link or "")
+    return release, posixpath.join(lay.parent, release)
 
 
 def read_live(target: Target, lay: Layout, rid: str, *, verify: bool, early: Survey | None = None) -> tuple[Live, Any]:
@@ -120,12 +126,9 @@ def read_live(target: Target, lay: Layout, rid: str, *, verify: bool, early: Sur
         if here.kind == "link":
             managed_release(target, lay, here.link or "")  # a dangling link must still be ours
         return Live("missing", None, None, None, {}), staged
-    release = None
-    root = lay.dest
-    if here.kind == "link":
-        release = managed_release(target, lay, here.link or "")
-        root = posixpath.join(lay.parent, release)
-    raw = early.manifest if early is not None and early.root == root else target.read_file(posixpath.join(root, MANIFEST))
+    release, root = _live_root(target, lay, here)
+    # the survey read the same snapshot's manifest already
+    raw = early.manifest if early is not None else target.read_file(posixpath.join(root, MANIFEST))
     manifest = manifest_of(raw)
     files = user_files(here.files)
     # hash on the device only what cannot be known otherwise: an install without a manifest
