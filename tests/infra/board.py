@@ -97,13 +97,12 @@ def build_rootfs(log=print, suite: str = SUITE) -> Path:
     (a few minutes). One builder at a time: a caller that finds another building (the setup's
     job left running beside the suite, or the other test worker) waits for it and takes its
     result."""
-    import fcntl
+    from tests.infra.real_build import _lock
 
     root = rootfs_path(suite)
     if (root / DONE).exists():
         return root
-    with open(root.with_name(root.name + ".lock"), "a") as held:
-        fcntl.flock(held, fcntl.LOCK_EX)
+    with _lock(root.with_name(root.name + ".lock")):
         return _build_rootfs(log, suite)
 
 
