@@ -626,6 +626,25 @@ def test_a_package_is_hashed_in_the_background_and_the_hash_cache_keeps_every_wr
         Digests([root / "lib" / "gone.so"]).get(0)
 
 
+def test_a_library_and_its_symlinked_names_are_hashed_once(tmp_path, monkeypatch):
+    from hexbuild.artifacts import manifest
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    lib = tmp_path / "pkg" / "lib"
+    lib.mkdir(parents=True)
+    data = os.urandom(1 << 20)
+    (lib / "libllama.so.0.0.0").write_bytes(data)
+    (lib / "libllama.so.0").symlink_to("libllama.so.0.0.0")
+    (lib / "libllama.so").symlink_to("libllama.so.0")
+    hashed = []
+    real = manifest.sha256_file
+    monkeypatch.setattr(manifest, "sha256_file", lambda p: hashed.append(p) or real(p))
+    pkg = load_package(tmp_path / "pkg")
+    assert {f.sha256 for f in pkg.files.values()} == {hashlib.sha256(data).hexdigest()} and len(pkg.files) == 3
+    pkg.close()
+    assert len(hashed) == 1, hashed
+
+
 def test_one_failing_target_does_not_stop_the_others_and_is_named(phones, make_locked_phone, pkg, cli):
     locked = make_locked_phone()
     ok = phones["SM8650"]
