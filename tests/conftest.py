@@ -43,30 +43,38 @@ def fresh_ui(monkeypatch):
 # The files that take longest go first. scripts/test.sh runs the suite on one pytest-xdist worker
 # per core (`--dist loadfile --no-loadscope-reorder`: a file stays on one worker, in this order),
 # so a long file started last would leave one worker busy alone at the end. From --durations of
-# a warm run; a file not named here keeps its place after these.
+# a warm run; a file not named here keeps its place after these, and LAST comes after them all.
 FIRST = ("test_release_real", "test_build", "test_release", "test_serve", "test_bisect_real", "test_bisect", "test_deploy",
-         "test_real_hexagon", "test_deploy_rollback", "test_deploy_lock", "test_serve_real", "test_doctor_device",
-         "test_pull", "test_inspect_real", "test_run_device", "test_wire", "test_real_hexagon_board",
+         "test_deploy_rollback", "test_deploy_lock", "test_serve_real", "test_doctor_device",
+         "test_pull", "test_inspect_real", "test_run_device", "test_wire",
          "test_real_linux", "test_build_open", "test_packaging", "test_board")
-# The files that need the two real builds of the 0.3.28 tree (real_linux_package,
-# real_hexagon_build): one unit of work, so one worker runs them all. On a new machine that worker
-# spends minutes in the builds (one at a time: they share a ccache) and the other runs the rest,
-# instead of both waiting on the same build.
-REAL_BUILDS = {"test_release_real", "test_bisect_real", "test_real_hexagon", "test_serve_real", "test_real_hexagon_board",
-               "test_real_linux", "test_build_open", "test_npu_rule", "test_lab", "test_checks"}
+# The files that need one of the two real builds of the 0.3.28 tree, by build: each build's files
+# are one unit of work for one worker. On a new machine the open build takes one worker's first
+# 18 minutes (it goes first) while the other runs the rest; the real Hexagon build waits for it
+# (they share a ccache, so it compiles only what GGML_HEXAGON changes) and goes last, taken by
+# the worker that is done first, which already holds the toolchain double in its engine.
+REAL_BUILDS = {
+    "the open build": {"test_release_real", "test_bisect_real", "test_serve_real", "test_real_linux",
+                       "test_build_open", "test_npu_rule", "test_lab", "test_checks"},
+    "the real Hexagon build": {"test_real_hexagon", "test_real_hexagon_board"},
+}
+LAST = ("test_real_hexagon", "test_real_hexagon_board")
 # the session fixtures that make those builds: a file whose tests ask for one (directly or
-# through another fixture) and is not in REAL_BUILDS would wait on the other worker's build
-BUILD_FIXTURES = {"real_linux_package", "real_hexagon_build"}
+# through another fixture) outside that build's unit would wait on the other worker's build
+BUILD_FIXTURES = {"real_linux_package": "the open build", "real_hexagon_build": "the real Hexagon build"}
+_UNIT = {stem: unit for unit, stems in REAL_BUILDS.items() for stem in stems}
 
 
 def pytest_collection_modifyitems(config, items):
-    outside = sorted({item.path.name for item in items
-                      if BUILD_FIXTURES & set(getattr(item, "fixturenames", ())) and item.path.stem not in REAL_BUILDS})
+    outside = sorted({f"{item.path.name} ({fixture})" for item in items
+                      for fixture in sorted(BUILD_FIXTURES.keys() & set(getattr(item, "fixturenames", ())))
+                      if _UNIT.get(item.path.stem) != BUILD_FIXTURES[fixture]})
     if outside:
-        raise pytest.UsageError(f"not in REAL_BUILDS (tests/conftest.py) but asking for the real 0.3.28 builds "
-                                f"({', '.join(sorted(BUILD_FIXTURES))}): {', '.join(outside)}")
+        raise pytest.UsageError("a test file asks for a real 0.3.28 build outside that build's files "
+                                f"(REAL_BUILDS in tests/conftest.py): {', '.join(outside)}")
     rank = {name: i for i, name in enumerate(FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.stem, len(rank)))  # stable: a file's own order stays
+    rank.update({name: len(FIRST) + 1 + i for i, name in enumerate(LAST)})
+    items.sort(key=lambda item: rank.get(item.path.stem, len(FIRST)))  # stable: a file's own order stays
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -78,6 +86,6 @@ def pytest_xdist_make_scheduler(config, log):
     class RealBuildsOnOneWorker(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
             scope = super()._split_scope(nodeid)
-            return "the real builds" if Path(scope).stem in REAL_BUILDS else scope
+            return _UNIT.get(Path(scope).stem, scope)
 
     return RealBuildsOnOneWorker(config, log)
