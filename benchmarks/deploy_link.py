@@ -26,12 +26,16 @@ Cases, at each link rate (--rates, MB/s; tbf at 8x that in Mbit/s):
 
 A "rebuild" rewrites each changed library's GNU build ID (what a relink with new code does): the
 bytes and their compressibility are the real library's. Every hexbuild run is the CLI as a user
-runs it (`python -m hexbuild deploy PKG --target adb:SERIAL --json`), start-up included; after
-each, the phone's files are checked against the package's sha256. Times are medians of --repeat
+runs it (`hexbuild deploy PKG --target adb:SERIAL --json`), start-up included: by default a
+virtual environment of its own in the work directory with this checkout installed into it as a
+wheel, as pip or pipx installs it (--hexbuild checkout runs `python -m hexbuild` from the
+checkout instead: the interpreter that runs the benchmark, its site-packages' .pth files and an
+editable install's finder included; both start-ups are printed). After each run, the phone's
+files are checked against the package's sha256. Times are medians of --repeat
 runs; the load average and the CPU seconds of hexbuild and of adb are printed beside them, since
 the machine is shared and compression is CPU work.
 
-    python benchmarks/deploy_link.py [--rates 20,40,300] [--repeat 3] [--cases a,b,c,ssh]
+    python benchmarks/deploy_link.py [--rates 20,40,300] [--repeat 3] [--cases a,b,c,ssh] [--hexbuild wheel|checkout]
 """
 
 from __future__ import annotations
@@ -133,14 +137,34 @@ def run(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
     return cp
 
 
+def installed_hexbuild(work: Path) -> list[str]:
+    """This checkout installed as a wheel into a virtual environment of its own (its dependencies
+    from the package index, as pip installs them): the command a user runs."""
+    venv = work / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                    str(REPO)], check=True, stdin=subprocess.DEVNULL)
+    return [str(venv / "bin" / "hexbuild")]
+
+
+def start_up(cmd: list[str], env: dict[str, str], n: int = 5) -> float:
+    """Median seconds of `hexbuild --version`."""
+    times = []
+    for _ in range(n):
+        with Clock() as c:
+            run([*cmd, "--version"], env)
+        times.append(c.wall)
+    return med(times)
+
+
 class Bench:
-    def __init__(self, server, dev, env: dict[str, str]):
-        self.server, self.dev, self.env = server, dev, env
+    def __init__(self, server, dev, env: dict[str, str], cmd: list[str]):
+        self.server, self.dev, self.env, self.cmd = server, dev, env, cmd
         self.serial = dev.serial
 
     def hexbuild(self, *args: str) -> tuple[Clock, dict]:
         with Clock() as c:
-            cp = run([sys.executable, "-m", "hexbuild", *args], self.env)
+            cp = run([*self.cmd, *args], self.env)
         return c, (json.loads(cp.stdout)[0] if "--json" in args else {})
 
     def deploy(self, pkg: Path, dest: str, *extra: str) -> tuple[Clock, dict]:
@@ -332,6 +356,9 @@ def main() -> int:
     ap.add_argument("--rates", default="20,40,300", help="link rates in MB/s (comma-separated)")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--cases", default="a,b,c,ssh")
+    ap.add_argument("--hexbuild", choices=("wheel", "checkout"), default="wheel",
+                    help="wheel: this checkout installed into a virtual environment (as a user has it); "
+                         "checkout: python -m hexbuild from the checkout")
     ap.add_argument("--package", help="the real build's package directory, when it is built already (pkg-open-linux/"
                                       "llama.cpp of the test cache's 0.3.36 copy); the two libraries are added")
     args = ap.parse_args()
@@ -354,12 +381,19 @@ def main() -> int:
         env.update(ANDROID_ADB_SERVER_PORT=str(server.port), HOME=str(server.home),
                    XDG_CACHE_HOME=str(work / "xdg-cache"), XDG_STATE_HOME=str(work / "xdg-state"),
                    XDG_CONFIG_HOME=str(work / "xdg-config"), PYTHONPATH=str(REPO))
+        checkout = [sys.executable, "-m", "hexbuild"]
+        wheel = installed_hexbuild(work)
+        wheel_env = {k: v for k, v in env.items() if k != "PYTHONPATH"}
+        cmd, cmd_env = (wheel, wheel_env) if args.hexbuild == "wheel" else (checkout, env)
+        print(f"hexbuild: {'the wheel in a virtual environment' if args.hexbuild == 'wheel' else 'python -m hexbuild'}; "
+              f"start-up (hexbuild --version) {start_up(wheel, wheel_env):.2f}s from the wheel, "
+              f"{start_up(checkout, env):.2f}s from the checkout (python -m, this interpreter's site-packages)")
         stamp = [0]
         try:
             for rate in (float(r) for r in args.rates.split(",")):
                 dev = new_device(server, work, link_mbit=int(rate * 8))
                 try:
-                    b = Bench(server, dev, env)
+                    b = Bench(server, dev, cmd_env, cmd)
                     print(f"\nlink {rate:g} MB/s (tbf {int(rate * 8)} Mbit/s each way), phone {dev.serial}")
                     print(f"{'case':30}{'hexbuild':>9}{'adb':>9}{'ratio':>8}{'adb -Z':>8}{'vs -Z':>8}  "
                           f"cpu hexbuild/adb, notes")
