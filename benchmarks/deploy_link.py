@@ -141,9 +141,9 @@ def installed_hexbuild(work: Path) -> list[str]:
     """This checkout installed as a wheel into a virtual environment of its own (its dependencies
     from the package index, as pip installs them): the command a user runs."""
     venv = work / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                    str(REPO)], check=True, stdin=subprocess.DEVNULL)
+    run([sys.executable, "-m", "venv", str(venv)], dict(os.environ))
+    run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", str(REPO)],
+        dict(os.environ))
     return [str(venv / "bin" / "hexbuild")]
 
 

@@ -53,12 +53,12 @@ FIRST = ("test_release_real", "test_build", "test_release", "test_serve", "test_
 # 18 minutes (it goes first) while the other runs the rest; the real Hexagon build waits for it
 # (they share a ccache, so it compiles only what GGML_HEXAGON changes) and goes last, taken by
 # the worker that is done first, which already holds the toolchain double in its engine.
+LAST = ("test_real_hexagon", "test_real_hexagon_board")
 REAL_BUILDS = {
     "the open build": {"test_release_real", "test_bisect_real", "test_serve_real", "test_real_linux",
                        "test_build_open", "test_npu_rule", "test_lab", "test_checks"},
-    "the real Hexagon build": {"test_real_hexagon", "test_real_hexagon_board"},
+    "the real Hexagon build": set(LAST),
 }
-LAST = ("test_real_hexagon", "test_real_hexagon_board")
 # the session fixtures that make those builds: a file whose tests ask for one (directly or
 # through another fixture) outside that build's unit would wait on the other worker's build
 BUILD_FIXTURES = {"real_linux_package": "the open build", "real_hexagon_build": "the real Hexagon build"}
@@ -67,7 +67,7 @@ _UNIT = {stem: unit for unit, stems in REAL_BUILDS.items() for stem in stems}
 
 def pytest_collection_modifyitems(config, items):
     outside = sorted({f"{item.path.name} ({fixture})" for item in items
-                      for fixture in sorted(BUILD_FIXTURES.keys() & set(getattr(item, "fixturenames", ())))
+                      for fixture in BUILD_FIXTURES.keys() & set(getattr(item, "fixturenames", ()))
                       if _UNIT.get(item.path.stem) != BUILD_FIXTURES[fixture]})
     if outside:
         raise pytest.UsageError("a test file asks for a real 0.3.28 build outside that build's files "
