@@ -1,12 +1,15 @@
 """--rollback and --verify against a release changed in place (a library copied over the live
 install with cp or scp writes through the inode it shares, by hard link, with the release kept
-for rollback): the real adbd phone, a real sshd and local:, through the CLI."""
+for rollback), and the releases older than the kept one: the real adbd phone, a real sshd and
+local:, through the CLI."""
 
 from __future__ import annotations
 
 import json
 import os
 import shutil
+import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -144,3 +147,44 @@ def test_rollback_goes_back_and_forth_and_survives_a_repairing_redeploy(cli, nea
     assert os.readlink(site.here) == second["release"] and tree(site.here) == tree(pkg)
     manifest = json.loads((site.here / ".hexbuild/manifest.json").read_text())
     assert manifest["previous"] == first["release"]
+
+
+def test_releases_older_than_the_kept_one_go_at_once_and_the_trash_empties_itself(cli, site, pkg):
+    releases = []
+    for i in range(3):
+        (pkg / "lib" / "libggml-cpu.so").write_bytes(os.urandom(200_000 + i))
+        r = deploy(cli, site, str(pkg))
+        assert r.rc == 0, r.err
+        releases.append(r.json[0]["release"])
+    parent = site.here.parent
+    # the first release is gone from the switch's own call: no plan can find it again
+    assert sorted(p.name for p in parent.iterdir() if p.name.startswith(".llama.cpp.hexbuild-")) == \
+        sorted(releases[1:])
+    # and its bytes with the trash, removed by a process the switch did not wait for
+    trash = parent / ".llama.cpp.hexbuild.trash"
+    deadline = time.monotonic() + 30
+    while trash.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not trash.exists()
+    assert os.readlink(site.here) == releases[2]
+
+
+def test_without_setsid_the_switch_empties_the_trash_itself(tmp_path):
+    from hexbuild.deploy.layout import SWAP
+
+    tools = tmp_path / "bin"  # the switch's tools, setsid left out
+    tools.mkdir()
+    for name in ("rm", "mkdir", "ln", "mv", "rmdir"):
+        (tools / name).symlink_to(shutil.which(name))
+    parent = tmp_path / "tmp"
+    for name in (".x.hexbuild-old", ".x.hexbuild-cur", ".x.hexbuild-new"):
+        (parent / name / "lib").mkdir(parents=True)
+        (parent / name / "lib" / "libx.so").write_bytes(b"x" * 1000)
+    (parent / "x").symlink_to(".x.hexbuild-cur")
+    sh = shutil.which("sh")
+    cp = subprocess.run([sh, "-c", SWAP, "sh", str(parent), "x", ".x.hexbuild-new", ".x.hexbuild-link",
+                         ".x.hexbuild-legacy", ".x.hexbuild-", ".x.hexbuild-new", ".x.hexbuild-cur"],
+                        env={"PATH": str(tools)}, capture_output=True, text=True, timeout=30)
+    assert cp.returncode == 0, cp.stderr
+    assert os.readlink(parent / "x") == ".x.hexbuild-new"
+    assert sorted(p.name for p in parent.iterdir()) == [".x.hexbuild-cur", ".x.hexbuild-new", "x"]

@@ -88,18 +88,18 @@ def test_a_link_faster_than_compression_gets_raw_and_a_slow_one_zstd(tmp_path):
     lib = tmp_path / "lib.so"
     shutil.copyfile(real_lib("libstdc++.so.6"), lib)
     big = [lib] * (PROBE_FROM // lib.stat().st_size + 1)
-    probes: list[tuple[int, int | None]] = []
+    probes: list[int] = []
 
     def link(rate: float):
-        def probe(data: bytes, level: int | None) -> float:
-            probes.append((len(data), level))
+        def probe(data: bytes) -> float:
+            probes.append(len(data))
             return 0.001 + len(data) / rate
         return probe
 
     feats = {"sendrecv_v2", "sendrecv_v2_zstd", "sendrecv_v2_dry_run_send"}
     slow = WirePolicy.for_features(feats, link(40e6))  # USB 2: a third of the bytes wins
     slow.expect(big)
-    assert probes == [(PROBE_BYTES, None)] * 2  # the start of the largest file, raw, twice
+    assert probes == [PROBE_BYTES]  # the start of the largest file (the target runs it twice)
     assert 35e6 < slow.link_rate < 45e6 and slow.choose(lib).reason == "zstd"
     fast = WirePolicy.for_features(feats, link(300e6))  # USB 3: compressing is the bottleneck
     fast.expect(big)
@@ -125,12 +125,12 @@ def test_the_level_follows_the_link_and_a_measured_link_is_remembered(tmp_path, 
     probes = []
     feats = {"sendrecv_v2", "sendrecv_v2_zstd", "sendrecv_v2_dry_run_send"}
     big = [lib] * (PROBE_FROM // lib.stat().st_size + 1)
-    first = WirePolicy.for_features(feats, lambda d, level: probes.append(level) or len(d) / 20e6, memory)
+    first = WirePolicy.for_features(feats, lambda d: probes.append(d) or len(d) / 20e6, memory)
     first.expect(big)
-    assert len(probes) == 2 and 19e6 < first.link_rate < 21e6
-    second = WirePolicy.for_features(feats, lambda d, level: probes.append(level) or 1.0, memory)
+    assert len(probes) == 1 and 19e6 < first.link_rate < 21e6
+    second = WirePolicy.for_features(feats, lambda d: probes.append(d) or 1.0, memory)
     second.expect(big)
-    assert len(probes) == 2 and second.link_rate == round(first.link_rate)  # no dry run: remembered
+    assert len(probes) == 1 and second.link_rate == round(first.link_rate)  # no dry run: remembered
     assert LinkMemory("adb:OTHER", file=memory.file).recall() is None
     stored = json.loads(memory.file.read_text())
     stored["adb:SERIAL"][1] -= LINK_MEMORY_S + 1  # older than the memory keeps
@@ -169,6 +169,18 @@ def test_zstd_push_is_one_frame_in_small_data_packets_and_lands_byte_identical(w
     assert send.max_data <= 64 * 1024
     assert sum(n for n, _ in got) == lib.stat().st_size and sum(w for _, w in got) == sent.wire_bytes
     assert sha(dev.tmp / "x" / "libasan.so") == sha(lib)
+
+
+def test_the_link_is_timed_by_two_dry_runs_that_write_nothing(wire_device):
+    from hexbuild.targets import adbsync
+
+    dev, wire = wire_device()
+    data = real_lib("libasan.so.8").read_bytes()[:PROBE_BYTES]
+    with target(f"adb:{wire.serial}") as t:
+        times = adbsync.dry_runs(t.client, t.resolve_serial(), "/data/local/tmp/.probe", data, runs=2, timeout=60)
+    assert len(times) == 2 and all(0 < s < 60 for s in times)
+    assert [(d.version, d.flags, d.data_bytes) for d in wire.dry_runs()] == [(2, 0x8000_0000, PROBE_BYTES)] * 2
+    assert wire.file_sends() == [] and not (dev.tmp / ".probe").exists()  # the device read them, wrote nothing
 
 
 def test_a_device_without_sendrecv_v2_gets_v1_send(wire_device):

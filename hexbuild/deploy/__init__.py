@@ -6,6 +6,8 @@ Layout on the target (``<dest>`` = /data/local/tmp/llama.cpp by default on Andro
     <parent>/.<name>.hexbuild-<id>/        one complete release: the package files, scripts/,
                                            .hexbuild/manifest.json (written last = "complete")
     <parent>/.<name>.hexbuild-<older>/     the previous release, kept for --rollback
+    <parent>/.<name>.hexbuild.trash/       older releases, renamed here by the switch and removed
+                                           by a process of their own (the switch does not wait)
     <models_dir>/<file>.gguf               models; .hexbuild/models.json caches their hashes
 
 Releases are *siblings* of ``<dest>`` on purpose: ``<dest>/..`` then still resolves to

@@ -193,9 +193,9 @@ class AdbTarget(ShellTarget):
 
             serial = self._serial()
 
-            def probe(data: bytes, level: int | None) -> float:
-                return self._call(adbsync.dry_run_push, self.client, serial, "/data/local/tmp/.hexbuild-link-probe", data,
-                                  timeout=self.default_timeout, zstd_level=level)
+            def probe(data: bytes) -> float:
+                return min(self._call(adbsync.dry_runs, self.client, serial, "/data/local/tmp/.hexbuild-link-probe",
+                                      data, runs=2, timeout=self.default_timeout))
 
             self._wire = WirePolicy.for_features(self.features(), probe, LinkMemory(f"adb:{serial}"))
         return self._wire

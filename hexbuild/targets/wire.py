@@ -48,10 +48,15 @@ PROBE_BYTES = 1 << 20  # each of the two dry-run pushes that time the link
 # on one idle core of these machines and at a third of that on a busy one, and the compressed
 # stream comes out no faster than the compressor: measured on tbf-shaped links
 # (benchmarks/deploy_link.py) it beats raw at 40 MB/s (USB 2) and loses at 300 MB/s (USB 3).
-# A 1 MiB probe, its round trip included, reads 33-39 MB/s on the first and 115-190 MB/s on
-# the second; this sits 2x from either. Estimating both speeds and comparing them was tried
-# first: under a load average of 8-12 on 2 cores the estimates (compression speed on 128 KiB
-# samples, dry runs of 2 MiB both ways) were off by 2-3x and chose wrong at both rates.
+# Two 1 MiB dry runs on one connection read a 20 MB/s link at 19-20 MB/s, a 40 MB/s one at 38-40
+# and a 300 MB/s one at 208-232 (a 64 MB push went at 234-266); this sits 2x and 3x from them.
+# Estimating both speeds and comparing them was tried first: under a load average of 8-12 on 2
+# cores the estimates (compression speed on 128 KiB samples, dry runs of 2 MiB both ways) were off
+# by 2-3x and chose wrong at both rates. zstd's fast mode (level -1: 0.37 of the bytes, 1.5x level
+# 1's speed) was tried at 300 MB/s too. The libraries alone went over in 0.61 s against 0.83 s raw
+# on idle cores, but whole redeploys, where hashing and the device's side share the 2 cores, took
+# 1.60-1.69 s against 1.52-1.53 s raw (with a meter that sent the rest raw once the compressed
+# stream fell behind the link), and first deploys 1.21-1.26 s against 1.27-1.35 s.
 FAST_LINK = 75e6
 LINK_LEVELS = ((27e6, 3), (FAST_LINK, 2))  # (links slower than this, their zstd level)
 PROBE_FROM = 16 << 20  # compressible bytes in a push before the probe pays for itself
@@ -73,11 +78,11 @@ class Choice:
 
 @dataclass
 class WirePolicy:
-    """One device's choices for one run; ``probe(data, level) -> seconds`` pushes ``data`` as a
-    dry run, raw when ``level`` is None (no probe: the device cannot)."""
+    """One device's choices for one run; ``probe(data) -> seconds`` times raw dry runs of
+    ``data`` (None: the device cannot)."""
 
     zstd: bool
-    probe: Callable[[bytes, int | None], float] | None = None  # (data, zstd level) -> seconds of a dry run
+    probe: Callable[[bytes], float] | None = None  # data -> seconds of the faster of two raw dry runs of it
     min_size: int = MIN_SIZE  # smaller files go raw: compressing them cannot win back its fixed cost
     link_rate: float | None = None  # bytes/s the faster raw dry run went at
     seen: dict[bool, float] = field(default_factory=dict)  # compressed? -> file bytes/s of the last large push
@@ -85,7 +90,7 @@ class WirePolicy:
     _cctx: object = None
 
     @classmethod
-    def for_features(cls, features: Iterable[str], probe: Callable[[bytes, int | None], float] | None,
+    def for_features(cls, features: Iterable[str], probe: Callable[[bytes], float] | None,
                      memory: "LinkMemory | None" = None) -> "WirePolicy":
         feats = set(features)
         zstd, can_probe = FEATURE_ZSTD in feats, FEATURE_DRY_RUN in feats
@@ -104,7 +109,7 @@ class WirePolicy:
             return
         with open(max(candidates, key=_size), "rb") as fh:
             data = fh.read(PROBE_BYTES)
-        best = min(self.probe(data, None) for _ in range(2))
+        best = self.probe(data)
         self.link_rate = len(data) / max(best, 1e-4)
         if self.memory is not None:
             self.memory.store(self.link_rate)
@@ -170,10 +175,7 @@ def zstd_frame(f: BinaryIO, level: int, piece: int, *, checksum: bool = False,
     pieces ready so far — each exactly ``piece`` bytes but the last)."""
     import zstandard
 
-    try:
-        size = os.fstat(f.fileno()).st_size
-    except OSError:  # in memory
-        size = len(f.getbuffer())  # type: ignore[attr-defined]
+    size = os.fstat(f.fileno()).st_size
     # zstd's own worker threads (one a core) compress while this thread waits on the link
     chunker = zstandard.ZstdCompressor(level=level, write_checksum=checksum, threads=-1).chunker(
         size=size, chunk_size=piece)
