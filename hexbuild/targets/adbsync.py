@@ -98,7 +98,7 @@ def push_many(client: AdbClient, serial: str, uploads: Iterable[Upload], *, time
                 path = up.remote.encode("utf-8")
                 c.send(b"SND2" + struct.pack("<I", len(path)) + path
                        + b"SND2" + struct.pack("<II", mode, SYNC_FLAG_ZSTD))
-                wires.append(_send(c, frame, timeout, progress, lambda: land(False), raw=False))
+                wires.append(_send(c, frame, timeout, progress, lambda: land(False)))
             c.send(b"DONE" + struct.pack("<I", int(time.time())))
             pending.append((up, wires[-1]))
         while pending:
@@ -291,8 +291,9 @@ def _zstd_blocks(f: Any, level: int) -> Iterator[tuple[int, list[bytes]]]:
 
 
 def _send(c: Conn, blocks: Iterator[tuple[int, list[bytes]]], timeout: float,
-          progress: Callable[..., None] | None, between: Callable[[], None], *, raw: bool) -> int:
-    """DATA packets for each block's pieces, several per send (fewer system calls per byte)."""
+          progress: Callable[..., None] | None, between: Callable[[], None]) -> int:
+    """A compressed frame's blocks as DATA packets, several per send (fewer system calls per
+    byte); ``progress(file bytes, wire bytes)`` per block."""
     wire = 0
     for nread, pieces in blocks:
         out = bytearray()
@@ -305,7 +306,7 @@ def _send(c: Conn, blocks: Iterator[tuple[int, list[bytes]]], timeout: float,
         n = sum(map(len, pieces))
         wire += n
         if progress and (nread or n):
-            progress(nread, None if raw else n)
+            progress(nread, n)
         between()
     return wire
 
