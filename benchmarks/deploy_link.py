@@ -15,6 +15,9 @@ Cases, at each link rate (--rates, MB/s; tbf at 8x that in Mbit/s):
   `adb push` of the same changed files, and `adb push -Z` (raw) of them;
 - (b) first deploy of the whole package to an empty phone (nothing remembered: hexbuild measures
   the link) against `adb push` of the package directory (and `-Z`);
+- (d) as (a), but the rebuild ends as `hexbuild build` does: its verify and manifest steps (the
+  manifest hashes every file) run on the new package through the same hexbuild, timed apart, and
+  leave the hashes in hexbuild's cache for the deploy that follows;
 - (c) a typical rebuild, a few MB changed (libllama and libggml-cpu): hexbuild against `adb push`
   of those files, with hexbuild's start-up (`hexbuild --version`) and its device probe and
   listing (`deploy --dry-run`) timed apart, to show what dominates there.
@@ -35,7 +38,7 @@ files are checked against the package's sha256. Times are medians of --repeat
 runs; the load average and the CPU seconds of hexbuild and of adb are printed beside them, since
 the machine is shared and compression is CPU work.
 
-    python benchmarks/deploy_link.py [--rates 20,40,300] [--repeat 3] [--cases a,b,c,ssh] [--hexbuild wheel|checkout]
+    python benchmarks/deploy_link.py [--rates 20,40,300] [--repeat 3] [--cases a,d,b,c,ssh] [--hexbuild wheel|checkout]
 """
 
 from __future__ import annotations
@@ -210,16 +213,30 @@ def row(case: str, h: list[Clock], a: list[Clock], raw: list[Clock] | None, note
 
 
 # -- the cases -------------------------------------------------------------------------------------------
-def case_redeploy(b: Bench, pkg: Path, repeat: int, stamp: list[int]) -> None:
+# the last steps of `hexbuild build` (build/publish.py): verify the package, write its manifest
+BUILD_TAIL = """import sys, time
+from pathlib import Path
+from hexbuild.artifacts import verify_package, write_manifest
+pkg = Path(sys.argv[1])
+t = time.perf_counter()
+verify_package(pkg, os="linux", toolchain="open")  # it reports the two x86-64 libraries added: no matter here
+write_manifest(pkg)
+print(time.perf_counter() - t)"""
+
+
+def case_redeploy(b: Bench, pkg: Path, repeat: int, stamp: list[int], *, built: bool = False) -> None:
     dest = f"{DEST_PARENT}/llama.cpp"
     libs = shared_libraries(pkg)
     b.shell(f"rm -rf {DEST_PARENT}/llama.cpp {DEST_PARENT}/.llama.cpp* {DEST_PARENT}/plain")
     b.deploy(pkg, dest)  # the phone has the old build
     b.shell(f"mkdir -p {DEST_PARENT}/plain/lib")
-    h, a, raw, wire, pushed, inside = [], [], [], [], 0, []
+    h, a, raw, wire, pushed, inside, tail = [], [], [], [], 0, [], []
     for _ in range(repeat):
         stamp[0] += 1
         rebuild(libs, stamp[0])
+        if built:
+            python = str(Path(b.cmd[0]).with_name("python")) if len(b.cmd) == 1 else b.cmd[0]
+            tail.append(float(run([python, "-c", BUILD_TAIL, str(pkg)], b.env).stdout.split()[-1]))
         clock, res = b.deploy(pkg, dest)
         b.check(pkg, dest)
         h.append(clock)
@@ -228,10 +245,11 @@ def case_redeploy(b: Bench, pkg: Path, repeat: int, stamp: list[int]) -> None:
         pushed = res["bytes_pushed"]
         a.append(b.adb("push", *map(str, libs), f"{DEST_PARENT}/plain/lib/"))
         raw.append(b.adb("push", "-Z", *map(str, libs), f"{DEST_PARENT}/plain/lib/"))
-    row(f"(a) redeploy, {pushed / MB:.0f} MB changed", h, a, raw,
+    after = (f"; the build's verify and manifest took {med(tail):.2f}s before it" if built
+             else " (the rest: start-up, hashing the package)")
+    row(f"({'d' if built else 'a'}) redeploy, {pushed / MB:.0f} MB changed", h, a, raw,
         f"wire/file {med(wire):.2f}, link {res.get('link_mb_s')} MB/s, {res['files_compressed']}/{res['files_pushed']} "
-        f"files zstd; the device part {med(inside):.2f}s (the rest: start-up, hashing the package); "
-        f"load {os.getloadavg()[0]:.1f}")
+        f"files zstd; the device part {med(inside):.2f}s{after}; load {os.getloadavg()[0]:.1f}")
 
 
 def case_first(b: Bench, pkg: Path, repeat: int) -> None:
@@ -355,7 +373,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rates", default="20,40,300", help="link rates in MB/s (comma-separated)")
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--cases", default="a,b,c,ssh")
+    ap.add_argument("--cases", default="a,d,b,c,ssh")
     ap.add_argument("--hexbuild", choices=("wheel", "checkout"), default="wheel",
                     help="wheel: this checkout installed into a virtual environment (as a user has it); "
                          "checkout: python -m hexbuild from the checkout")
@@ -399,6 +417,8 @@ def main() -> int:
                           f"cpu hexbuild/adb, notes")
                     if "a" in cases:
                         case_redeploy(b, pkg, args.repeat, stamp)
+                    if "d" in cases:
+                        case_redeploy(b, pkg, args.repeat, stamp, built=True)
                     if "b" in cases:
                         case_first(b, pkg, args.repeat)
                     if "c" in cases:

@@ -600,6 +600,7 @@ def test_a_package_is_hashed_in_the_background_and_the_hash_cache_keeps_every_wr
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.setattr(HashCache, "RACY_S", 0.0)  # files written just now are cached too
+    monkeypatch.setattr(HashCache, "RACY_FINE_S", 0.0)
     root = tmp_path / "pkg"
     (root / "lib").mkdir(parents=True)
     blobs = {f"lib/lib{i}.so": os.urandom(1 << 20) for i in range(3)}
@@ -627,7 +628,7 @@ def test_a_package_is_hashed_in_the_background_and_the_hash_cache_keeps_every_wr
 
 
 def test_a_library_and_its_symlinked_names_are_hashed_once(tmp_path, monkeypatch):
-    from hexbuild.artifacts import manifest
+    from hexbuild.artifacts import hashcache
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     lib = tmp_path / "pkg" / "lib"
@@ -637,8 +638,8 @@ def test_a_library_and_its_symlinked_names_are_hashed_once(tmp_path, monkeypatch
     (lib / "libllama.so.0").symlink_to("libllama.so.0.0.0")
     (lib / "libllama.so").symlink_to("libllama.so.0")
     hashed = []
-    real = manifest.sha256_file
-    monkeypatch.setattr(manifest, "sha256_file", lambda p: hashed.append(p) or real(p))
+    real = hashcache.sha256_file
+    monkeypatch.setattr(hashcache, "sha256_file", lambda p: hashed.append(p) or real(p))
     pkg = load_package(tmp_path / "pkg")
     assert {f.sha256 for f in pkg.files.values()} == {hashlib.sha256(data).hexdigest()} and len(pkg.files) == 3
     pkg.close()

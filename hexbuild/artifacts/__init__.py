@@ -24,7 +24,7 @@ _WHERE = {
     "require_package_dir": "manifest", "write_manifest": "manifest",
     "PackageResult": "tarball", "default_name": "tarball", "is_cpu_only": "tarball", "write_package": "tarball",
     "Check": "verify", "VerifyReport": "verify", "parse_htp_versions": "elf", "system_libs": "verify",
-    "verify_package": "verify",
+    "verify_package": "verify", "HashCache": "hashcache",
 }
 
 __all__ = sorted(_WHERE)

@@ -55,7 +55,7 @@ from typing import Callable
 
 # Imported on first use (PEP 562): `hexbuild deploy PKG` loads the package, and starts hashing
 # it, before the rest of deploy (targets, plans, scripts) is imported.
-_FROM = {"HashCache": "hashcache", "MANIFEST": "layout", "release_id": "layout", "deploy": "many",
+_FROM = {"HashCache": "..artifacts.hashcache", "MANIFEST": "layout", "release_id": "layout", "deploy": "many",
          "deploy_one": "one", "DeployOptions": "options", "Package": "package", "PackageFile": "package",
          "default_package": "package", "load_package": "package", "TargetResult": "result",
          "raise_for_failures": "result", "SCRIPTS_DIR": "scripts", "RESERVE": "space"}
@@ -65,7 +65,7 @@ def __getattr__(name: str):
     module = _FROM.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(f"{__name__}.{module}"), name)
+    value = getattr(import_module(module if module.startswith(".") else f".{module}", __name__), name)
     globals()[name] = value
     return value
 

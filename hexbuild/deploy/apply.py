@@ -24,24 +24,15 @@ from .scripts import SCRIPTS_DIR
 
 _STAGE = r'''set -e
 R=$1; L=$2; shift 2
-mkdir -p "$R"
 cd "$R"
 while [ $# -gt 0 ]; do
   case $1 in
     rm) rm -f "$2";;
-    dir) mkdir -p "$2";;
     cp) cp "$L/$2" "$2";;
     *) echo "unknown staging step $1" >&2; exit 2;;
   esac
   shift 2
 done'''
-# the unchanged files of one directory, hard-linked from the live release in one ln: a phone's ln
-# is a process of its own, and forking one per file cost a redeploy 80 ms of its staging call
-_LINK_INTO = r'''set -e
-cd "$1"
-dst=$2
-shift 2
-ln -f "$@" "$dst"'''
 
 
 class _Beside:
@@ -100,22 +91,26 @@ def apply_plan(target: Target, lay: Layout, live: Live, plan: Plan, want: dict[s
         return False
     R = plan.release_dir
     checkpoint(target, "stage")
+    # mkdir and ln run as commands of the staging call itself, not each in an sh of its own: a
+    # phone's mkdir, ln and sh are each a process, and the sh per directory made the staging of
+    # a 59-file release 22 processes (73-78 ms on the emulated phone, longer than pushing 4 MB)
+    dirs = sorted({posixpath.dirname(r) for r in plan.push | plan.link | plan.copy} - {""} | {".hexbuild"})
+    steps: list[tuple[str | None, list[str]]] = [
+        (None, ["mkdir", "-p", *chunk]) for chunk in batches([R, *(posixpath.join(R, d) for d in dirs)])]
     ops: list[str] = []
     if plan.staged_manifest:
         ops += ["rm", MANIFEST]  # the release is being changed: no longer complete
     for rel in sorted(plan.junk):
         ops += ["rm", rel]
-    for d in sorted({posixpath.dirname(r) for r in plan.push | plan.link | plan.copy} - {""} | {".hexbuild"}):
-        ops += ["dir", d]
     for rel in sorted(plan.copy):
         ops += ["cp", rel]
-    steps = [(_STAGE, [R, live.root or R, *chunk]) for chunk in batches(ops, group=2)]
+    steps += [(_STAGE, [R, live.root or R, *chunk]) for chunk in batches(ops, group=2)]
     by_dir: dict[str, list[str]] = {}
     for rel in sorted(plan.link):
-        by_dir.setdefault(posixpath.dirname(rel), []).append("./" + posixpath.basename(rel))
-    for d, names in sorted(by_dir.items()):
-        src, dst = posixpath.join(live.root or R, d), posixpath.join(R, d)
-        steps += [(_LINK_INTO, [src, dst, *chunk]) for chunk in batches(names)]
+        by_dir.setdefault(posixpath.dirname(rel), []).append(posixpath.join(live.root or R, rel))
+    for d, sources in sorted(by_dir.items()):
+        # the unchanged files of one directory, hard-linked from the live release by one ln
+        steps += [(None, ["ln", "-f", *chunk, posixpath.join(R, d)]) for chunk in batches(sources)]
     # the pushed files' modes and twin links are set in the switch's call: a release is complete
     # only once its manifest is renamed into place there, and a cut-off run's next plan finds any
     # mode or link still missing (plan.fix_mode, plan.push)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import UsageError
-from .hashcache import HashCache
+from ..artifacts.hashcache import HashCache
 from ..targets.base import ByteProgress, Target
 
 MODELS_INDEX = ".hexbuild/models.json"

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import UsageError
-from .hashcache import HashCache
+from ..artifacts.hashcache import HashCache
 
 
 class PackageFile:

@@ -44,7 +44,7 @@ class Member:
 def file_member(name: str, local: Path, mode: int, *, sha256: str | None = None) -> Member:
     st = local.stat()
     if sha256 is None:
-        from ..deploy import HashCache
+        from ..artifacts.hashcache import HashCache
 
         with HashCache() as cache:
             _, sha256 = cache.one(local)

@@ -7,7 +7,8 @@ listing ``sendrecv_v2``) carries the path, then ``SND2`` + mode + flags (brotli 
 dry run 0x80000000: read and discard); with a compression flag the ``DATA`` packets carry one
 compressed stream of the whole file. Nothing has to be asked of the transport first: the
 server relays the stream, and the device's features (its banner, which ``host-serial:SERIAL:
-features`` returns) say what it decodes.
+features`` returns) say what it decodes. Several sync connections may run at once
+(``push_lanes``): the server multiplexes them over the device's one transport.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import time
 from pathlib import Path
 import io
 from collections import deque
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
 
@@ -54,7 +56,7 @@ def push(client: AdbClient, serial: str, local: Path, remote: str, *, mode: int,
 
 def push_many(client: AdbClient, serial: str, uploads: Iterable[Upload], *, timeout: float,
               progress: Callable[..., None] | None = None,
-              sent: Callable[[Upload, int], None] | None = None) -> list[int]:
+              sent: Callable[[Upload, int], None] | None = None, ahead: bool = True) -> list[int]:
     """SEND each upload on one sync connection; the bytes each one's DATA packets carried.
 
     adbd creates missing parent directories and applies the mode. One connection serves them all
@@ -68,7 +70,10 @@ def push_many(client: AdbClient, serial: str, uploads: Iterable[Upload], *, time
 
     With ``zstd_level``: sync v2 (``SND2``, flag zstd) — the whole file is one zstd frame cut
     into DATA packets of at most 64 KiB, as adb 33+ sends it; only for a device whose features
-    list ``sendrecv_v2_zstd``. Without: v1 ``SEND``, raw, which every adbd takes."""
+    list ``sendrecv_v2_zstd``. Without: v1 ``SEND``, raw, which every adbd takes.
+
+    ``ahead=False``: each upload is taken from ``uploads`` only when its turn comes, and its
+    frame compressed in this thread (``push_lanes``: a lane holds no file another could send)."""
     wires: list[int] = []
     pending: deque[tuple[Upload, int]] = deque()
 
@@ -82,7 +87,7 @@ def push_many(client: AdbClient, serial: str, uploads: Iterable[Upload], *, time
                 sent(up, wire)
             block = False
 
-    with client.transport(serial, timeout) as c, Ahead(uploads) as ahead:
+    with client.transport(serial, timeout) as c, (Ahead(uploads) if ahead else nullcontext(_inline(uploads))) as ahead:
         c.request("sync:")
         for up, frame in ahead:
             while len(pending) > IN_FLIGHT:
@@ -107,8 +112,75 @@ def push_many(client: AdbClient, serial: str, uploads: Iterable[Upload], *, time
     return wires
 
 
+def push_lanes(client: AdbClient, serial: str, uploads: Iterable[Upload], *, lanes: int, timeout: float,
+               progress: Callable[..., None] | None = None,
+               sent: Callable[[Upload, int], None] | None = None) -> None:
+    """``push_many`` on ``lanes`` sync connections at once, each taking the next upload when it is
+    free (given largest first, the largest file has a lane of its own while the others share
+    the rest): on a fast link one connection is bound by its round trips (wire.LANES). The
+    callbacks are called under one lock; when a lane fails, the others stop at their next batch
+    and the first error is raised."""
+    source = iter(uploads)
+    lock = threading.RLock()
+    failed = threading.Event()
+    errors: list[BaseException] = []
+
+    def take() -> Iterator[Upload]:
+        while not failed.is_set():
+            with lock:
+                up = next(source, None)
+            if up is None:
+                return
+            yield up
+
+    def on_progress(*a: Any) -> None:
+        if failed.is_set():
+            raise _Stopped
+        if progress:
+            with lock:
+                progress(*a)
+
+    def on_sent(up: Upload, wire: int) -> None:
+        if sent:
+            with lock:
+                sent(up, wire)
+
+    def lane() -> None:
+        try:
+            push_many(client, serial, take(), timeout=timeout, progress=on_progress, sent=on_sent, ahead=False)
+        except BaseException as e:
+            failed.set()
+            errors.append(e)
+
+    threads = [threading.Thread(target=lane, name=f"hexbuild-lane-{i}", daemon=True) for i in range(lanes)]
+    for t in threads:
+        t.start()
+    try:
+        for t in threads:
+            t.join()
+    except BaseException:  # Ctrl-C in the waiting thread: the lanes stop at their next batch
+        failed.set()
+        for t in threads:
+            t.join()
+        raise
+    first = next((e for e in errors if not isinstance(e, _Stopped)), None)
+    if first is not None:
+        raise first
+
+
 class _Stopped(Exception):
     pass
+
+
+def _inline(uploads: Iterable[Upload]) -> Iterator[tuple[Upload, Iterator[tuple[int, list[bytes]]] | None]]:
+    """``Ahead``'s items with nothing read ahead: the next upload is taken, and its frame
+    compressed, in the caller's thread when it asks."""
+    for up in uploads:
+        if up.zstd_level is None:
+            yield up, None
+        else:
+            with open(up.local, "rb", buffering=0) as f:
+                yield up, _zstd_blocks(f, up.zstd_level)
 
 
 class Ahead:

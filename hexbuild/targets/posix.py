@@ -9,6 +9,7 @@ Transports (adb, ssh, local) only supply ``run``, ``push``, ``read_file`` and ``
 from __future__ import annotations
 
 import os
+import posixpath
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -113,9 +114,6 @@ while [ $# -gt 0 ]; do
   ln -f "$src/$1" "$dst/$2"
   shift 2
 done'''
-_CHMOD = r'''set -e
-cd "$1"; m=$2; shift 2
-chmod "$m" "$@"'''
 # a file staged under a temporary name (stage_file) renamed into place: its mode came with it
 RENAME_INTO_PLACE = 'mv -f "$1" "$2"'
 _RM = r'''cd "$1" || exit 0
@@ -138,12 +136,14 @@ class ShellTarget(Target):
             raise RemoteFailed(f"{what} failed on {self.spec}: {last[0]}")
         return res
 
-    def sh_chain(self, steps: Sequence[tuple[str, Sequence[str]]], *, what: str = "a command",
+    def sh_chain(self, steps: Sequence[tuple[str | None, Sequence[str]]], *, what: str = "a command",
                  timeout: float | None = None) -> Captured:
         """Several ``sh`` steps (script, args) in one remote call, each run only when the one before
         succeeded: a round trip to a phone costs more than the steps (every element quoted, as
-        ``sh`` quotes its own). Steps that would not fit one command line go in several calls."""
-        lines = [shell_command(["sh", "-c", script, "sh", *args]) for script, args in steps if script]
+        ``sh`` quotes its own); (None, argv) runs argv without an sh. Steps that would not fit
+        one command line go in several calls."""
+        lines = [shell_command(["sh", "-c", script, "sh", *args] if script is not None else list(args))
+                 for script, args in steps if script is None or script]
         res: Captured | None = None
         group: list[str] = []
         for line in lines + [""]:
@@ -281,10 +281,10 @@ class ShellTarget(Target):
         for chunk in batches(flat, group=2):
             self.sh(_LINK, src_root, dst_root, *chunk, what="linking unchanged files")
 
-    def chmod_steps(self, root: str, by_mode: Mapping[int, Sequence[str]]) -> list[tuple[str, list[str]]]:
-        """Set the modes of files under ``root`` ({mode: relative paths}), as steps for ``sh_chain``."""
-        return [(_CHMOD, [root, format(mode, "o"), *chunk]) for mode, rels in by_mode.items()
-                for chunk in batches([f"./{r}" for r in rels])]
+    def chmod_steps(self, root: str, by_mode: Mapping[int, Sequence[str]]) -> list[tuple[str | None, list[str]]]:
+        """Set the modes of files under ``root`` ({mode: relative paths}): chmods for ``sh_chain``."""
+        return [(None, ["chmod", format(mode, "o"), *chunk]) for mode, rels in by_mode.items()
+                for chunk in batches([posixpath.join(root, r) for r in rels])]
 
     def link_steps(self, src_root: str, dst_root: str, pairs: Sequence[tuple[str, str]]) -> list[tuple[str, list[str]]]:
         """``link_files`` (without making directories) as steps for ``sh_chain``."""

@@ -37,12 +37,14 @@ class SyncSend:
     data_bytes: int = 0  # the DATA payloads: what the link carried for the file
     max_data: int = 0  # the largest DATA payload
     done: bool = False
+    stream: int = 0  # the sync connection it went on (the server's local id)
 
 
 @dataclass
 class _SyncStream:
     buf: bytearray = field(default_factory=bytearray)
     current: SyncSend | None = None
+    id: int = 0
 
 
 class AdbWireProxy:
@@ -107,6 +109,8 @@ class AdbWireProxy:
                 if to_device:
                     self._observe(cmd, arg0, data, streams)
                 dst.sendall(head + data)
+        except OSError:
+            pass  # the other side, or close(), ended the connection while bytes were in flight
         finally:
             for s in (src, dst):
                 try:
@@ -128,7 +132,7 @@ class AdbWireProxy:
     # -- the sync streams the server opens on the device ---------------------------------------
     def _observe(self, cmd: int, local_id: int, data: bytes, streams: dict[int, _SyncStream]) -> None:
         if cmd == A_OPEN and data.rstrip(b"\0") == b"sync:":
-            streams[local_id] = _SyncStream()
+            streams[local_id] = _SyncStream(id=local_id)
         elif cmd == A_WRTE and local_id in streams:
             st = streams[local_id]
             st.buf += data
@@ -146,10 +150,10 @@ class AdbWireProxy:
                     return
                 path = bytes(buf[8:8 + n]).decode("utf-8", "replace")
                 if ident == b"SEND":
-                    st.current = SyncSend(1, path.rsplit(",", 1)[0])
+                    st.current = SyncSend(1, path.rsplit(",", 1)[0], stream=st.id)
                 elif ident == b"SND2":
                     _, _, flags = struct.unpack("<4sII", buf[8 + n:8 + n + 12])
-                    st.current = SyncSend(2, path, flags)
+                    st.current = SyncSend(2, path, flags, stream=st.id)
                 del buf[:8 + n + extra]
             elif ident == b"DATA":
                 if len(buf) < 8 + n:
