@@ -68,7 +68,7 @@ def test_a_fast_link_gets_two_lanes_largest_first_and_a_slow_or_unmeasured_one_o
 
 
 def test_on_lanes_every_file_goes_once_raw_and_the_largest_leads_a_lane(wire_device, tmp_path):
-    dev, wire = wire_device()
+    dev, wire = wire_device(link_mbit=160)  # 20 MB/s: one lane cannot take every file before the other starts
     libs = real_libs(tmp_path / "libs")
     largest = max(libs, key=lambda p: p.stat().st_size)
     got = {}
@@ -138,3 +138,46 @@ def test_a_deploy_on_a_remembered_fast_link_uses_two_lanes_and_matches_the_manif
     assert len(files) > len(REAL_LIBS)
     for f in files:
         assert sha(release / f["path"]) == f["sha256"], f["path"]
+
+
+@pytest.mark.parametrize("step", ["pushed:1", "bytes:2000000"])
+def test_a_deploy_cut_on_its_lanes_leaves_the_old_install_and_a_rerun_converges(wire_device, tmp_path, step):
+    import hexbuild.deploy as deploy_mod
+    from hexbuild.deploy import DeployOptions, deploy
+    from hexbuild.errors import DeployFailed
+
+    dev, wire = wire_device(link_mbit=160)  # 20 MB/s: a file takes long enough for both lanes to start
+    pkg = ef.make_package(tmp_path / "build", os="android", htp=["v73"])
+    libs = real_libs(pkg / "lib")
+    LinkMemory(f"adb:{wire.serial}").store(300e6)  # a USB 3 link: the files go on two lanes
+    t = parse_target(f"adb:{wire.serial}", None)
+    [first] = deploy(pkg, [t], DeployOptions(dest=DEST))
+    assert first.status == "ok", first.error
+    live = dev.tmp / "llama.cpp"
+    before = {p.name: sha(p) for p in (live / "lib").iterdir() if p.is_file()}
+    for p in libs:  # a rebuild: every large library changes
+        with open(p, "ab") as f:
+            f.write(b"\1" * 4096)
+    wire.begun.clear()
+
+    def cut(spec: str, checkpoint: str) -> None:
+        if checkpoint == step or (step.startswith("bytes:") and checkpoint.startswith("bytes:")
+                                  and int(checkpoint[6:]) >= int(step[6:])):
+            raise DeployFailed(f"link cut at {checkpoint}")
+
+    deploy_mod.FAULT_HOOK = cut
+    try:
+        [res] = deploy(pkg, [t], DeployOptions(dest=DEST))
+    finally:
+        deploy_mod.FAULT_HOOK = None
+    assert res.status == "failed" and "link cut" in res.error
+    assert {p.name: sha(p) for p in (live / "lib").iterdir() if p.is_file()} == before  # the old install, live
+    if step == "pushed:1":  # a whole file took longer than the other lane's start (a byte count
+        # may be reached in the adb server's buffers before it)
+        assert len(by_stream(wire.begun)) == 2, wire.begun
+    [again] = deploy(pkg, [t], DeployOptions(dest=DEST))
+    assert again.status == "ok", again.error
+    for p in libs:
+        assert sha(live.resolve() / "lib" / p.name) == sha(p)
+    assert sorted(p.name for p in dev.tmp.iterdir() if p.name.startswith(".llama.cpp.hexbuild-")) == \
+        sorted([again.previous, again.release])  # no leftovers

@@ -31,7 +31,7 @@ SEND_BATCH = 16  # DATA packets per send (1 MiB): fewer system calls per byte
 # files sent whose OKAY has not come back when the next one starts. One: the next file leaves
 # while the device still writes the last (at 40 MB/s, 217 MB of libraries: 1.98 s against 2.13 s
 # with none, adb push 1.90 s; four gained nothing more), and a dropped link loses at most that one
-# file, which the next run sends again
+# file (one a lane: push_lanes), which the next run sends again
 IN_FLIGHT = 1
 AHEAD_BLOCKS = 32  # compressed blocks (of 1 MiB read each) the compressing thread may be ahead
 SYNC_FLAG_BROTLI, SYNC_FLAG_LZ4, SYNC_FLAG_ZSTD, SYNC_FLAG_DRY_RUN = 1, 2, 4, 0x8000_0000

@@ -51,7 +51,8 @@ class AdbWireProxy:
     def __init__(self, upstream_port: int, *, drop_features: tuple[str, ...] = (), host: str = "127.0.0.1"):
         self.upstream = (host, upstream_port)
         self.drop = set(drop_features)
-        self.sends: list[SyncSend] = []
+        self.sends: list[SyncSend] = []  # finished (DONE)
+        self.begun: list[SyncSend] = []  # every SEND/SND2 that started, finished or not
         self.lock = threading.Lock()
         self.sock = socket.socket()
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -154,6 +155,9 @@ class AdbWireProxy:
                 elif ident == b"SND2":
                     _, _, flags = struct.unpack("<4sII", buf[8 + n:8 + n + 12])
                     st.current = SyncSend(2, path, flags, stream=st.id)
+                if ident in (b"SEND", b"SND2"):
+                    with self.lock:
+                        self.begun.append(st.current)
                 del buf[:8 + n + extra]
             elif ident == b"DATA":
                 if len(buf) < 8 + n:
