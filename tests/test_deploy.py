@@ -596,7 +596,7 @@ def test_load_package_rejects_what_is_not_a_package(tmp_path):
 
 
 def test_a_package_is_hashed_in_the_background_and_the_hash_cache_keeps_every_writer(tmp_path, monkeypatch):
-    from hexbuild.deploy import HashCache
+    from hexbuild.artifacts.hashcache import HashCache
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.setattr(HashCache, "RACY_S", 0.0)  # files written just now are cached too

@@ -55,7 +55,7 @@ from typing import Callable
 
 # Imported on first use (PEP 562): `hexbuild deploy PKG` loads the package, and starts hashing
 # it, before the rest of deploy (targets, plans, scripts) is imported.
-_FROM = {"HashCache": "..artifacts.hashcache", "MANIFEST": "layout", "release_id": "layout", "deploy": "many",
+_FROM = {"MANIFEST": "layout", "release_id": "layout", "deploy": "many",
          "deploy_one": "one", "DeployOptions": "options", "Package": "package", "PackageFile": "package",
          "default_package": "package", "load_package": "package", "TargetResult": "result",
          "raise_for_failures": "result", "SCRIPTS_DIR": "scripts", "RESERVE": "space"}
@@ -65,13 +65,13 @@ def __getattr__(name: str):
     module = _FROM.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(module if module.startswith(".") else f".{module}", __name__), name)
+    value = getattr(import_module(f"{__name__}.{module}"), name)
     globals()[name] = value
     return value
 
 
 __all__ = ["DeployOptions", "TargetResult", "deploy", "deploy_one", "raise_for_failures", "release_id",
-           "Package", "PackageFile", "load_package", "default_package", "HashCache"]
+           "Package", "PackageFile", "load_package", "default_package"]
 
 # Tests set this to a callable(target_spec, checkpoint) that raises to cut a deploy at a step.
 # It is read from here at every checkpoint (checkpoints.fault), so assigning

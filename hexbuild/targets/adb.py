@@ -235,13 +235,8 @@ class AdbTarget(ShellTarget):
             policy.observe(os.stat(up.local).st_size, up.landed - up.started, up.zstd_level is not None)
             sent(index.pop(id(up)), Sent(wire, compressed=up.zstd_level is not None))
 
-        lanes = policy.lanes()
-        if lanes > 1:
-            self._call(adbsync.push_lanes, self.client, serial, uploads(), lanes=lanes,
-                       timeout=self.transfer_timeout, progress=progress, sent=done)
-        else:
-            self._call(adbsync.push_many, self.client, serial, uploads(), timeout=self.transfer_timeout,
-                       progress=progress, sent=done)
+        self._call(adbsync.push_lanes, self.client, serial, uploads(), lanes=policy.lanes(),
+                   timeout=self.transfer_timeout, progress=progress, sent=done)
 
     def read_file(self, remote: str) -> bytes | None:
         return self._call(adbsync.pull_bytes, self.client, self._serial(), remote, timeout=self.transfer_timeout)

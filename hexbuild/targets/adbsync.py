@@ -119,7 +119,10 @@ def push_lanes(client: AdbClient, serial: str, uploads: Iterable[Upload], *, lan
     free (given largest first, the largest file has a lane of its own while the others share
     the rest): on a fast link one connection is bound by its round trips (wire.LANES). The
     callbacks are called under one lock; when a lane fails, the others stop at their next batch
-    and the first error is raised."""
+    and the first error is raised. One lane is ``push_many`` itself, with its read-ahead."""
+    if lanes <= 1:
+        push_many(client, serial, uploads, timeout=timeout, progress=progress, sent=sent)
+        return
     source = iter(uploads)
     lock = threading.RLock()
     failed = threading.Event()
