@@ -228,6 +228,18 @@ def _(c):
     return ["deploy", str(c.tmp / "no-such-pkg"), "--target", "adb:x"]
 
 
+@case("package-not-a-package", U, "is not a llama.cpp package (no lib/ or bin/)")
+def _(c):
+    (c.tmp / "empty").mkdir()
+    return ["package", str(c.tmp / "empty"), "-o", str(c.work)]
+
+
+@case("package-without-files", U, "has no files")
+def _(c):
+    (c.tmp / "hollow" / "lib").mkdir(parents=True)
+    return ["package", str(c.tmp / "hollow"), "-o", str(c.work)]
+
+
 @case("package-manifest-truncated", U, "manifest.json is damaged")
 def _(c):
     pkg = c.pkg()

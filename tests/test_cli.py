@@ -115,3 +115,17 @@ def test_a_command_runs_without_importing_the_others(tmp_path):
             "print('MODS', sorted(m for m in sys.modules if m.startswith('hexbuild.cli.')), file=sys.stderr)\n")
     cp = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
     assert "MODS ['hexbuild.cli.common', 'hexbuild.cli.config', 'hexbuild.cli.main']" in cp.stderr, cp.stderr[-500:]
+
+
+def test_the_exit_skips_collecting_what_start_up_made(tmp_path):
+    """run() freezes the objects before the interpreter's shutdown (its cycle collection over
+    typer's and rich's objects cost a deploy tens of ms), and what a command wrote still
+    reaches its stream."""
+    code = ("import atexit, gc, sys\n"
+            "atexit.register(lambda: print('FROZEN', gc.get_freeze_count() > 1000, file=sys.stderr))\n"
+            "sys.argv = ['hexbuild', '--json', '--version']\n"
+            "from hexbuild.cli.main import run\nrun()\n")
+    cp = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    assert cp.returncode == 0, cp.stderr[-500:]
+    assert "FROZEN True" in cp.stderr, cp.stderr[-500:]
+    assert cp.stdout.strip() == '{"version": "%s"}' % __version__

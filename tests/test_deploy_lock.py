@@ -256,3 +256,56 @@ def test_directories_made_for_the_lock_go_when_the_deploy_is_refused(make_device
     r = cli("deploy", str(pkg), "--target", f"adb:{dev.serial}", "--dest", "/data/local/tmp/a/b/llama.cpp")
     assert r.rc == DEPLOY_FAILED and "not enough space" in r.err, r.err
     assert list(dev.tmp.iterdir()) == []
+
+
+def test_the_lock_and_the_survey_of_the_destination_are_one_device_call(phone, tmp_path, monkeypatch):
+    """The lock's device call lists <dest> and reads the live manifest too: a redeploy makes no
+    call of its own for either, and still links every unchanged file."""
+    pkg = package(tmp_path, "a")
+    t = parse_target(f"adb:{phone.serial}")
+    (first,) = deploy(pkg, [t], DeployOptions())
+    assert first.status == "ok", first.error
+    (pkg / "share.txt").write_text("changed\n")
+    calls, reads = [], []
+    sh = type(t).sh
+    monkeypatch.setattr(type(t), "sh", lambda self, *a, **k: calls.append(k.get("what")) or sh(self, *a, **k))
+    read = type(t).read_file
+    monkeypatch.setattr(type(t), "read_file", lambda self, path: reads.append(path) or read(self, path))
+    (res,) = deploy(pkg, [t], DeployOptions())
+    t.close()
+    assert res.status == "ok" and res.files_pushed == 1, (res.error, res.files_pushed)
+    assert calls[:2] == ["probing the device", f"taking the deploy lock {LOCK} and inspecting {DEST}"], calls
+    assert not any(w.startswith("inspecting") for w in calls) and reads == [], (calls, reads)
+    assert files_of(phone.tmp / "llama.cpp") == files_of(pkg)
+
+
+def test_the_steps_after_the_lock_run_only_when_it_is_taken_and_their_failure_keeps_it_held(phone):
+    marker = "/data/local/tmp/then-ran"
+    touch = ('echo ran > "$1"', [marker])
+    with parse_target(f"adb:{phone.serial}") as t:
+        with DeployLock(t, Layout(DEST), wait=0, stale=3600):
+            with pytest.raises(DeployFailed, match="another deploy holds"):
+                DeployLock(t, Layout(DEST), wait=0, stale=3600).acquire([touch], "marking")
+            assert not (phone.tmp / "then-ran").exists()  # held by another: the step did not run
+        lock = DeployLock(t, Layout(DEST), wait=0, stale=3600)
+        assert lock.acquire([touch, ('printf "%s" "$1"', ["out"])], "marking") == b"out"
+        assert (phone.tmp / "then-ran").read_text() == "ran\n"
+        lock.release()
+        lock = DeployLock(t, Layout(DEST), wait=0, stale=3600)
+        with pytest.raises(Exception, match="taking the deploy lock .* and failing .*: broken step"):
+            lock.acquire([('echo "broken step" >&2; exit 5', [])], "failing")
+        assert lock.held and lock_on(phone).exists()  # taken by that call: ours to remove
+        lock.release()
+    assert not lock_on(phone).exists()
+
+
+def test_a_survey_that_fails_in_the_lock_call_leaves_no_lock(phone, tmp_path, monkeypatch):
+    from hexbuild.deploy import layout
+
+    pkg = package(tmp_path, "a")
+    monkeypatch.setattr(layout, "snapshot_step", lambda paths, like="": ('echo "listing broke" >&2; exit 1', []))
+    t = parse_target(f"adb:{phone.serial}")
+    (res,) = deploy(pkg, [t], DeployOptions())
+    t.close()
+    assert res.status == "failed" and "listing broke" in res.error, res.error
+    assert [p.name for p in phone.tmp.iterdir()] == []

@@ -21,7 +21,7 @@ from typing import Any
 _WHERE = {
     "ElfInfo": "elf", "NotElf": "elf", "hexagon_arch": "elf", "read_elf": "elf",
     "build_manifest": "manifest", "load_meta": "manifest", "package_os": "manifest",
-    "require_package_dir": "manifest", "write_manifest": "manifest",
+    "require_llama_package": "manifest", "require_package_dir": "manifest", "write_manifest": "manifest",
     "PackageResult": "tarball", "default_name": "tarball", "is_cpu_only": "tarball", "write_package": "tarball",
     "Check": "verify", "VerifyReport": "verify", "parse_htp_versions": "elf", "system_libs": "verify",
     "verify_package": "verify", "HashCache": "hashcache",

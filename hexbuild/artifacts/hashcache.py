@@ -10,7 +10,6 @@ import hashlib
 import json
 import os
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Sequence
 
@@ -84,6 +83,8 @@ class HashCache:
                     first[key] = i
                     todo.append(i)
         if todo:
+            from concurrent.futures import ThreadPoolExecutor  # 7 ms of imports a cached package skips
+
             # a thread per core, not one more: a deploy waits for the largest file, and a third
             # thread on two cores slowed it (217 MB: 263-274 ms with three, 186-214 ms with two)
             workers = min(4, (os.cpu_count() or 1), len(todo))

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import stat
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,6 +44,17 @@ def require_package_dir(pkg: Path) -> Path:
     pkg = Path(pkg)
     if not pkg.is_dir():
         raise UsageError(f"package directory not found: {pkg}" if not pkg.exists() else f"not a directory: {pkg}",
+                         hint="pass the install prefix, e.g. pkg-snapdragon/llama.cpp")
+    return pkg
+
+
+def require_llama_package(pkg: Path, *, shown: Path | str | None = None) -> Path:
+    """``require_package_dir``, and what makes it a package: an install prefix with lib/ or bin/.
+    The one rule deploy, package and release refuse anything else by (an empty or mistaken
+    directory would make an empty tarball or an empty release)."""
+    pkg = require_package_dir(pkg)
+    if not ((pkg / "lib").is_dir() or (pkg / "bin").is_dir()):
+        raise UsageError(f"{shown or pkg} is not a llama.cpp package (no lib/ or bin/)",
                          hint="pass the install prefix, e.g. pkg-snapdragon/llama.cpp")
     return pkg
 
@@ -118,6 +128,8 @@ def file_records(entries: list[Entry]) -> list[dict[str, Any]]:
     except OSError as e:
         rel = next((f.rel for f, r in zip(files, reals) if str(r) == str(e.filename)), e.filename)
         raise PackageFailed(f"cannot read {rel}: {e.strerror or e}") from None
+    from concurrent.futures import ThreadPoolExecutor  # not at import: a deploy's start-up does not need it
+
     workers = min(4, (os.cpu_count() or 1) + 1, max(1, len(files)))
     with ThreadPoolExecutor(max_workers=workers) as pool:
         elves = list(pool.map(elf_summary, reals))

@@ -78,6 +78,9 @@ def write_package(pkg: Path, out: Path, meta: dict[str, Any] | None = None) -> P
     for e in entries:
         if "\n" in e.rel or "\\" in e.rel:
             raise PackageFailed(f"{e.rel!r}: file names with newlines or backslashes cannot be listed in SHA256SUMS")
+    if not any(e.kind != "dir" for e in entries):
+        raise UsageError(f"package {pkg} has no files", hint="pass the install prefix of a build, e.g. "
+                         "pkg-snapdragon/llama.cpp")
     if out.resolve().is_relative_to(pkg.resolve()):
         raise UsageError(f"output {out} is inside the package {pkg}", hint="write the tarball elsewhere (-o)")
     manifest = assemble(load_meta(pkg) if meta is None else meta, file_records(entries))

@@ -16,6 +16,7 @@ import sys
 from typing import Any
 
 import functools
+import gc
 import inspect
 from typing import Callable, Optional
 
@@ -229,7 +230,13 @@ def _terminate(signum: int, frame: Any) -> None:
 
 def run() -> None:
     signal.signal(signal.SIGTERM, _terminate)
-    sys.exit(main())
+    code = main()
+    # The interpreter's shutdown runs the cycle collector over every object the imports made
+    # (typer, click, the command modules): 27-45 ms of a 0.4 s deploy here, 7-9 ms with them
+    # frozen. Nothing of hexbuild's relies on a cycle being finalized at exit: files are closed
+    # by their ``with``, temporary directories by their finalizers (atexit, before this matters).
+    gc.freeze()
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -20,11 +20,11 @@ def package(
     """Pack PKG under llama.cpp/ with manifest.json and SHA256SUMS, byte-for-byte reproducibly."""
     from pathlib import Path
 
-    from ..artifacts import default_name, is_cpu_only, load_meta, package_os, require_package_dir, write_package
+    from ..artifacts import default_name, is_cpu_only, load_meta, package_os, require_llama_package, write_package
     from ..ui import human_size, ui
 
     s = common.settings(**{"build.os": os_name})
-    path = require_package_dir(Path(pkg))
+    path = require_llama_package(Path(pkg))
     meta = load_meta(path)
     meta["os"] = package_os(path, os_name, s["build.os"])
     revision = (meta.get("llama_cpp") or {}).get("revision")

@@ -7,12 +7,15 @@ import hashlib
 import json
 import posixpath
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import DeployFailed
 from ..targets.base import RemoteFile, Target
-from ..targets.posix import Snapshot
+from ..targets.snapshot import Snapshot, parse_snapshot, snapshot_step
 from .package import PackageFile
+
+if TYPE_CHECKING:
+    from .lock import DeployLock
 
 MANIFEST = ".hexbuild/manifest.json"
 
@@ -86,15 +89,21 @@ class Survey:
     manifest: bytes | None = None  # of the live tree, when there is one
 
 
-def survey(target: Target, lay: Layout) -> Survey:
-    """Two device calls that need no hash: the listing of ``<dest>`` with the names of the release
-    directories beside it, then the live release's manifest."""
-    snap = target.snapshot([lay.dest], like=posixpath.join(lay.parent, lay.prefix))
+def survey(target: Target, lay: Layout, lock: "DeployLock | None" = None) -> Survey:
+    """One device call that needs no hash, the lock's own when there is one: the listing of
+    ``<dest>`` with the names of the release directories beside it, and the live tree's manifest
+    (read through ``<dest>``: under the lock no deploy moves the link in between)."""
+    from ..targets.tools import INSTALLED_SCRIPT, split_installed
+
+    steps = [snapshot_step([lay.dest], like=posixpath.join(lay.parent, lay.prefix)), (INSTALLED_SCRIPT, [lay.dest])]
+    what, timeout = f"inspecting {lay.dest}", target.default_timeout * 4
+    raw = lock.acquire(steps, what, timeout=timeout) if lock is not None else \
+        target.sh_chain(steps, what=what, timeout=timeout).stdout
+    listing, manifest = split_installed(raw)
+    snap = parse_snapshot(listing)
+    snap.setdefault(lay.dest, Snapshot("missing"))
     here = snap[lay.dest]
-    out = Survey(snap)
-    if here.kind != "file" and here.is_dir:
-        out.manifest = target.read_file(posixpath.join(_live_root(target, lay, here)[1], MANIFEST))
-    return out
+    return Survey(snap, manifest if here.kind != "file" and here.is_dir else None)
 
 
 def _live_root(target: Target, lay: Layout, here: Any) -> tuple[str | None, str]:

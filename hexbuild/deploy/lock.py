@@ -21,13 +21,17 @@ import secrets
 import socket
 import time
 from dataclasses import dataclass
+from typing import Sequence
 
-from ..errors import DeployFailed
+from ..errors import DeployFailed, RemoteFailed
 from ..targets.base import Target
+from ..targets.posix import shell_command
 from ..ui import ui
 from .layout import Layout
 
 POLL_S = 0.5
+_THEN = "--hexbuild-lock-then--"  # where the output of the steps after the lock starts
+_HELD_RC = 3  # _TRY's exit when another deploy holds the lock: the steps after it do not run
 _HELD: set[str] = set()  # tokens of the locks this process holds now
 REPORT_EVERY_S = 5.0
 
@@ -52,7 +56,7 @@ echo held
 echo "now=$now"
 [ -f "$L/owner" ] && while IFS= read -r line; do echo "$line"; done < "$L/owner"
 [ -f "$L/owner" ] || echo "made=$(stat -c %Y "$L" 2>/dev/null)"
-exit 0'''
+exit 3'''
 # remove the lock only while it still carries the expected token (ours, or a stale holder's)
 _REMOVE = r'''L=$1; tok=$2
 [ -d "$L" ] || exit 0
@@ -100,16 +104,18 @@ class DeployLock:
     def __exit__(self, *exc: object) -> None:
         self.release()
 
-    def acquire(self) -> None:
+    def acquire(self, then: Sequence[tuple[str, Sequence[str]]] = (), what: str = "", *,
+                timeout: float | None = None) -> bytes:
+        """Take the lock, waiting as the options say. ``then``: ``sh`` steps (script, args) run in
+        the device call that takes it (a round trip fewer); their output is returned, and a
+        failure of theirs is raised with the lock held (``release`` removes it)."""
         t0 = time.monotonic()
         last_report = None
         while True:
-            holder = self._try()
+            holder, out = self._try(then, what, timeout)
             if holder is None:
-                self.held = True
-                _HELD.add(self.token)
                 self.waited_s = round(time.monotonic() - t0, 3)
-                return
+                return out
             why = self._stale(holder)
             if why:
                 ui.warn(f"{self.target.spec}: breaking the stale deploy lock {self.path} ({holder.describe()}: {why})")
@@ -148,14 +154,25 @@ class DeployLock:
         _HELD.discard(self.token)
 
     # -- device calls ---------------------------------------------------------------------------
-    def _try(self) -> Holder | None:
+    def _try(self, then: Sequence[tuple[str, Sequence[str]]], what: str,
+             timeout: float | None) -> tuple[Holder | None, bytes]:
         fields = [f"host={socket.gethostname()}", f"pid={os.getpid()}", f"token={self.token}"]
-        res = self.target.sh(_TRY, self.path, *fields, what=f"taking the deploy lock {self.path}")
-        lines = res.out.splitlines()
+        what = f"taking the deploy lock {self.path}" + (f" and {what}" if what else "")
+        line = " && ".join([shell_command(["sh", "-c", _TRY, "sh", self.path, *fields]), f"echo {_THEN}",
+                            *(shell_command(["sh", "-c", script, "sh", *args]) for script, args in then)])
+        res = self.target.sh(line, what=what, check=False, timeout=timeout)
+        head, _, out = res.stdout.partition(f"\n{_THEN}\n".encode())
+        lines = head.decode("utf-8", "replace").splitlines()
         if lines and lines[0].startswith("madedir="):
             self.made_dir = lines.pop(0)[len("madedir="):]
         if lines and lines[0] == "acquired":
-            return None
+            self.held = True
+            _HELD.add(self.token)
+        if res.rc != 0 and not (res.rc == _HELD_RC and lines[:1] == ["held"]):
+            last = (res.err.strip() or res.out.strip()).splitlines()[-1:] or [f"exit code {res.rc}"]
+            raise RemoteFailed(f"{what} failed on {self.target.spec}: {last[0]}")
+        if self.held:
+            return None, out
         kv = dict(line.partition("=")[::2] for line in lines[1:] if "=" in line)
         holder = Holder(host=kv.get("host") or "?", token=kv.get("token", ""))
         holder.pid = int(kv["pid"]) if kv.get("pid", "").isdigit() else None
@@ -164,7 +181,7 @@ class DeployLock:
         holder.started = int(born) if born.isdigit() else None
         if now is not None and holder.started is not None:
             holder.age_s = max(0.0, float(now - holder.started))
-        return holder
+        return holder, b""
 
     def _stale(self, h: Holder) -> str | None:
         if h.age_s is not None and h.age_s > self.stale:

@@ -48,17 +48,12 @@ def deploy_one(target: Target, pkg: Package | None, models: list[Model], opts: D
         _require_ready(target, info)
         require_tools(target, info)  # asked in the probe's call; names a missing tool before anything changes
         lay = Layout(dest)
-
-        def take_lock() -> DeployLock | None:
-            if opts.dry_run:
-                return None
-            held = DeployLock(target, lay, wait=opts.wait, stale=opts.stale_lock)
-            held.acquire()
-            res.lock_wait_s = held.waited_s
-            return held
-
+        if not opts.dry_run:
+            lock = DeployLock(target, lay, wait=opts.wait, stale=opts.stale_lock)
         if opts.rollback:
-            lock = take_lock()
+            if lock is not None:
+                lock.acquire()
+                res.lock_wait_s = lock.waited_s
             rollback(target, lay, res, opts)
             return res
         models_dir = _absolute(target, opts.models_dir or default_models_dir(target),
@@ -82,9 +77,11 @@ def deploy_one(target: Target, pkg: Package | None, models: list[Model], opts: D
         res.bytes_total = sum(f.size for f in want.values()) + sum(m.size for m in models)
 
         # the refusals above only read the device; from here on it is ours alone. The lock's
-        # device call goes before the release's name, which waits for the package's hashes
-        lock = take_lock()
-        early = survey(target, lay)  # while the hashes are still being computed
+        # device call surveys <dest> too, before the release's name, which waits for the
+        # package's hashes
+        early = survey(target, lay, lock)
+        if lock is not None:
+            res.lock_wait_s = lock.waited_s
         if early.snap[lay.dest].kind == "missing" and not opts.dry_run:
             # nothing installed: the whole package travels, so the link is timed now, beside the
             # hashing, rather than after the plan (the push asks again and finds it measured)

@@ -4,7 +4,6 @@ build metadata."""
 from __future__ import annotations
 
 import os
-import tarfile
 import tempfile
 import threading
 from dataclasses import dataclass
@@ -102,7 +101,7 @@ def load_package(path: Path) -> Package:
     changed re-hashes that library, not the whole gigabyte. Files modified in the last two
     seconds are never served from the cache (the "racy git" rule). The hashing runs in the
     background (``Digests``): the package is returned as soon as its files are listed."""
-    from ..artifacts.manifest import assemble, load_meta, scan
+    from ..artifacts.manifest import assemble, load_meta, require_llama_package, scan
 
     path = Path(path).expanduser()
     if not path.exists():
@@ -114,12 +113,8 @@ def load_package(path: Path) -> Package:
             raise UsageError(f"not a package directory or .tar.gz: {path}")
         tmp = tempfile.TemporaryDirectory(prefix="hexbuild-pkg-")
         root = _extract(path, Path(tmp.name))
-    if not ((root / "lib").is_dir() or (root / "bin").is_dir()):
-        if tmp is not None:
-            tmp.cleanup()
-        raise UsageError(f"{path} is not a llama.cpp package (no lib/ or bin/)",
-                         hint="pass the install prefix, e.g. pkg-snapdragon/llama.cpp")
     try:
+        require_llama_package(root, shown=path)
         meta = load_meta(root, shown=path)  # the one rule for a damaged or newer manifest
         entries = [e for e in scan(root) if e.kind != "dir"]
         for e in entries:
@@ -142,6 +137,8 @@ def load_package(path: Path) -> Package:
 
 
 def _extract(tarball: Path, into: Path) -> Path:
+    import tarfile  # a directory package, the usual one, does without it
+
     try:
         with tarfile.open(tarball, "r:*") as tar:
             tar.extractall(into, filter="data")

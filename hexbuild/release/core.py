@@ -180,7 +180,7 @@ class Release(ReleaseStages):
         self._remove_previous_assets()
 
     def _check_prebuilt(self) -> None:
-        from ..artifacts import package_os, require_package_dir
+        from ..artifacts import package_os, require_llama_package
         from ..artifacts.manifest import read_package_manifest
 
         if len(self.opts.prebuilt) != len(self.opts.oses) and len(self.opts.oses) > 1:
@@ -192,7 +192,7 @@ class Release(ReleaseStages):
             label, eq, rest = str(item).partition("=")
             explicit = label if eq and label in OSES else None
             path = Path(rest).expanduser() if explicit else Path(item)
-            require_package_dir(path)
+            require_llama_package(path)
             read_package_manifest(path)  # the one rule, before anything is built or written
             flag = explicit or (self.opts.oses[0] if single and self.opts.os_given else None)
             oses.append(package_os(path, flag, self.settings["build.os"]))

@@ -12,12 +12,12 @@ import os
 import posixpath
 import re
 import shlex
-from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Callable, Iterable, Mapping, Sequence
 
 from ..errors import RemoteFailed, UsageError
 from .base import ByteProgress, Captured, DeviceInfo, RemoteFile, Sent, Target
+from .snapshot import Snapshot, parse_snapshot, snapshot_step, stat_line
 
 # A device shell command is a service string of at most 64 KiB (4 hex digits); stay well below.
 ARG_BUDGET = 24 * 1024
@@ -85,17 +85,6 @@ find . -type f -exec stat -c '%s %a %Y %n' {} +'''
 _LIST_SHA = r'''[ -d "$1" ] || exit 0
 cd "$1" || exit 1
 find . -type f -exec sha256sum {} +'''
-_SNAPSHOT = r'''for p in "$@"; do
-  printf '== %s\n' "$p"
-  if [ -L "$p" ]; then printf 'kind link %s\n' "$(readlink "$p")"
-  elif [ -d "$p" ]; then echo 'kind dir'
-  elif [ -e "$p" ]; then echo 'kind file'
-  else echo 'kind missing'; fi
-  if [ -d "$p" ]; then echo isdir; (cd "$p" && find . -type f -exec stat -c '%s %a %Y %n' {} +) || exit 1; fi
-done'''
-# the paths that start with $1 (named, not listed: snapshot(..., like=))
-_NAMED_LIKE = r'''for d in "$1"*; do [ -e "$d" ] || [ -L "$d" ] && printf '== %s\nunlisted\n' "$d"; done
-shift'''
 _SHA_FILES = r'''cd "$1" || exit 1
 shift
 for f in "$@"; do [ -f "$f" ] && sha256sum "$f"; done
@@ -175,7 +164,7 @@ class ShellTarget(Target):
         res = self.sh(_LIST_STAT, root, what=f"listing {root}", timeout=self.default_timeout * 4)
         files: dict[str, RemoteFile] = {}
         for line in res.out.splitlines():
-            parsed = _stat_line(line)
+            parsed = stat_line(line)
             if parsed:
                 files[parsed.path] = parsed
         if hashes and files:
@@ -184,31 +173,13 @@ class ShellTarget(Target):
                     files[rel].sha256 = digest
         return files
 
-    def snapshot(self, paths: Sequence[str], *, like: str = "") -> dict[str, "Snapshot"]:
+    def snapshot(self, paths: Sequence[str], *, like: str = "") -> dict[str, Snapshot]:
         """For each path, in one device call: what it is (missing|dir|file|link, and the link's
         target) and, when it is or leads to a directory, its files (size, mode, mtime). With
         ``like``, also every other path that starts with it, as ``listed=False`` (named only)."""
-        script, args = (_NAMED_LIKE + "\n" + _SNAPSHOT, [like, *paths]) if like else (_SNAPSHOT, list(paths))
+        script, args = snapshot_step(paths, like=like)
         res = self.sh(script, *args, what="inspecting " + ", ".join(paths), timeout=self.default_timeout * 4)
-        out: dict[str, Snapshot] = {}
-        current: Snapshot | None = None
-        for line in res.out.splitlines():
-            if line.startswith("== "):
-                current = out.setdefault(line[3:], Snapshot("missing"))
-            elif current is None:
-                continue
-            elif line.startswith("kind "):
-                kind, _, link = line[5:].partition(" ")
-                current.kind, current.link, current.listed = kind, (link if kind == "link" else None), True
-            elif line == "isdir":
-                current.is_dir = True
-            elif line == "unlisted":
-                current.kind, current.listed = "unlisted", False
-            else:
-                parsed = _stat_line(line)
-                if parsed:
-                    current.files[parsed.path] = parsed
-        return out
+        return parse_snapshot(res.out)
 
     def ensure_dirs(self, dirs: Sequence[str]) -> None:
         """Make sure ``dirs`` exist before files are sent into them (transports whose send
@@ -344,27 +315,6 @@ class ShellTarget(Target):
         info.soc = known or (candidates[-1] if candidates else None)
         info.htp_arch = socs.htp_arch(known) if known else None
         return info
-
-
-@dataclass
-class Snapshot:
-    kind: str  # missing | dir | file | link
-    link: str | None = None
-    is_dir: bool = False  # a directory, or a link that leads to one
-    files: dict[str, RemoteFile] = field(default_factory=dict)
-    listed: bool = True  # False: only its name was read (snapshot's ``like``)
-
-
-def _stat_line(line: str) -> RemoteFile | None:
-    parts = line.split(" ", 3)
-    if len(parts) < 4 or not parts[0].isdigit():
-        return None
-    size, mode, mtime, name = parts
-    rel = name[2:] if name.startswith("./") else name
-    try:
-        return RemoteFile(rel, int(size), int(mode, 8), None, int(mtime))
-    except ValueError:
-        return None
 
 
 def _parse_sha(text: str) -> dict[str, str]:
