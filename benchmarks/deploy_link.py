@@ -230,7 +230,7 @@ def case_redeploy(b: Bench, pkg: Path, repeat: int, stamp: list[int], *, built: 
     b.shell(f"rm -rf {DEST_PARENT}/llama.cpp {DEST_PARENT}/.llama.cpp* {DEST_PARENT}/plain")
     b.deploy(pkg, dest)  # the phone has the old build
     b.shell(f"mkdir -p {DEST_PARENT}/plain/lib")
-    h, a, raw, wire, pushed, inside, tail = [], [], [], [], 0, [], []
+    h, a, raw, wire, pushed, inside, tail, sends = [], [], [], [], 0, [], [], []
     for _ in range(repeat):
         stamp[0] += 1
         rebuild(libs, stamp[0])
@@ -241,6 +241,7 @@ def case_redeploy(b: Bench, pkg: Path, repeat: int, stamp: list[int], *, built: 
         b.check(pkg, dest)
         h.append(clock)
         inside.append(res["duration_s"])
+        sends.append(res["push_s"])
         wire.append(res["wire_bytes"] / res["bytes_pushed"])
         pushed = res["bytes_pushed"]
         a.append(b.adb("push", *map(str, libs), f"{DEST_PARENT}/plain/lib/"))
@@ -249,12 +250,13 @@ def case_redeploy(b: Bench, pkg: Path, repeat: int, stamp: list[int], *, built: 
              else " (the rest: start-up, hashing the package)")
     row(f"({'d' if built else 'a'}) redeploy, {pushed / MB:.0f} MB changed", h, a, raw,
         f"wire/file {med(wire):.2f}, link {res.get('link_mb_s')} MB/s, {res['files_compressed']}/{res['files_pushed']} "
-        f"files zstd; the device part {med(inside):.2f}s{after}; load {os.getloadavg()[0]:.1f}")
+        f"files zstd; the device part {med(inside):.2f}s, of which sending {med(sends):.2f}s "
+        f"({med(sends) / med([c.wall for c in raw]):.2f}x adb push -Z){after}; load {os.getloadavg()[0]:.1f}")
 
 
 def case_first(b: Bench, pkg: Path, repeat: int) -> None:
     dest = f"{DEST_PARENT}/first"
-    h, a, raw, wire, inside = [], [], [], [], []
+    h, a, raw, wire, inside, sends = [], [], [], [], [], []
     total = tree_bytes([p for p in pkg.rglob("*") if p.is_file()])
     for _ in range(repeat):
         b.shell(f"rm -rf {DEST_PARENT}/first {DEST_PARENT}/.first* {DEST_PARENT}/plain")
@@ -263,6 +265,7 @@ def case_first(b: Bench, pkg: Path, repeat: int) -> None:
         b.check(pkg, dest)
         h.append(clock)
         inside.append(res["duration_s"])
+        sends.append(res["push_s"])
         wire.append(res["wire_bytes"] / res["bytes_pushed"])
         b.shell(f"mkdir -p {DEST_PARENT}/plain")
         a.append(b.adb("push", str(pkg), f"{DEST_PARENT}/plain/"))
@@ -270,7 +273,8 @@ def case_first(b: Bench, pkg: Path, repeat: int) -> None:
         raw.append(b.adb("push", "-Z", str(pkg), f"{DEST_PARENT}/plain/"))
     b.shell(f"rm -rf {DEST_PARENT}/first {DEST_PARENT}/.first* {DEST_PARENT}/plain")
     row(f"(b) first deploy, {total / MB:.0f} MB", h, a, raw,
-        f"wire/file {med(wire):.2f}, link {res.get('link_mb_s')} MB/s; the device part {med(inside):.2f}s; "
+        f"wire/file {med(wire):.2f}, link {res.get('link_mb_s')} MB/s; the device part {med(inside):.2f}s, of which "
+        f"sending {med(sends):.2f}s ({med(sends) / med([c.wall for c in raw]):.2f}x adb push -Z); "
         f"load {os.getloadavg()[0]:.1f}")
 
 

@@ -22,7 +22,7 @@ from tests import elf_factory as ef
 DEST = "/data/local/tmp/llama.cpp"
 RESULT_KEYS = {"target": str, "serial": (str, type(None)), "soc": (str, type(None)), "htp_arch": (str, type(None)),
                "files_total": int, "files_pushed": int, "files_removed": int, "bytes_total": int,
-               "bytes_pushed": int, "duration_s": float, "status": str, "error": (str, type(None))}
+               "bytes_pushed": int, "duration_s": float, "push_s": float, "status": str, "error": (str, type(None))}
 
 
 @pytest.fixture(autouse=True)
@@ -257,19 +257,19 @@ def test_over_adb_the_staging_call_runs_beside_the_push_and_its_failure_fails_th
 
 
 def test_an_error_beside_the_block_is_raised_on_leaving_it_and_the_blocks_own_error_first():
-    from hexbuild.deploy.apply import _Beside
+    from hexbuild.deploy.beside import Beside
 
     def fail(what):
         raise DeployFailed(what)
 
     with pytest.raises(DeployFailed, match="beside"):
-        with _Beside(fail, "beside"):
+        with Beside(fail, "beside"):
             pass
     with pytest.raises(KeyError):
-        with _Beside(fail, "beside"):
+        with Beside(fail, "beside"):
             raise KeyError("the block's own")
     ran = []
-    with _Beside(ran.append, 1):
+    with Beside(ran.append, 1):
         pass
     assert ran == [1]
 
@@ -462,8 +462,10 @@ def test_json_gives_one_result_per_target_with_the_documented_keys(phones, pkg, 
         for key, types in RESULT_KEYS.items():
             assert isinstance(item[key], types), (key, item[key])
         assert item["status"] in ("ok", "failed", "unchanged")
+        assert 0 < item["push_s"] < item["duration_s"]  # the transfer's share of the deploy
     again = cli("deploy", str(pkg), "--target", targets[0], "--dest", "/data/local/tmp/json-test", "--json")
     assert again.json[0]["status"] == "unchanged" and again.json[0]["bytes_pushed"] == 0
+    assert again.json[0]["push_s"] == 0.0  # nothing travelled
 
 
 def test_dry_run_plans_against_the_device_and_changes_nothing(make_device, pkg, cli):

@@ -274,7 +274,8 @@ def test_the_lock_and_the_survey_of_the_destination_are_one_device_call(phone, t
     (res,) = deploy(pkg, [t], DeployOptions())
     t.close()
     assert res.status == "ok" and res.files_pushed == 1, (res.error, res.files_pushed)
-    assert calls[:2] == ["probing the device", f"taking the deploy lock {LOCK} and inspecting {DEST}"], calls
+    # the two calls before the plan, at once (the lock's beside the probe's)
+    assert sorted(calls[:2]) == ["probing the device", f"taking the deploy lock {LOCK} and inspecting {DEST}"], calls
     assert not any(w.startswith("inspecting") for w in calls) and reads == [], (calls, reads)
     assert files_of(phone.tmp / "llama.cpp") == files_of(pkg)
 
@@ -309,3 +310,33 @@ def test_a_survey_that_fails_in_the_lock_call_leaves_no_lock(phone, tmp_path, mo
     t.close()
     assert res.status == "failed" and "listing broke" in res.error, res.error
     assert [p.name for p in phone.tmp.iterdir()] == []
+
+
+def test_the_lock_is_taken_beside_the_probe_and_a_refusal_still_wins(make_device, tmp_path, monkeypatch):
+    """The lock's call starts before the probe's has answered; a deploy the probe's facts refuse
+    answers with the refusal (not with the lock's own trouble) and leaves no lock behind."""
+    from hexbuild.targets.adb import AdbTarget
+
+    dev = make_device("SM8650", without=("find",))  # the listing in the lock's call fails there
+    pkg = package(tmp_path, "a")
+    t = parse_target(f"adb:{dev.serial}")
+    seen: list[str] = []
+    probe, sh = AdbTarget.probe, AdbTarget.sh
+
+    def slow_probe(self, dest):
+        seen.append("probe starts")
+        time.sleep(0.5)  # long enough for the lock's call to have run
+        return probe(self, dest)
+
+    def sh_seen(self, *a, **k):
+        seen.append(k.get("what", ""))
+        return sh(self, *a, **k)
+
+    monkeypatch.setattr(AdbTarget, "probe", slow_probe)
+    monkeypatch.setattr(AdbTarget, "sh", sh_seen)
+    (res,) = deploy(pkg, [t], DeployOptions())
+    t.close()
+    assert res.status == "failed" and "no find" in res.error, res.error
+    lock_call = f"taking the deploy lock {LOCK} and inspecting {DEST}"
+    assert seen.index(lock_call) < seen.index("probing the device"), seen  # it ran during the probe
+    assert list(dev.tmp.iterdir()) == []  # its lock went with the refusal

@@ -156,7 +156,7 @@ def _table(results, dry_run: bool):
         wire = "" if dry_run or r.wire_bytes == r.bytes_pushed else f" ({_size(r.wire_bytes)} on the wire)"
         table.add_row(r.target, device, r.htp_arch or "?", f"[{colours.get(r.status, 'white')}]{r.status}[/]",
                       f"{files}/{r.files_total} files {verb}, {_size(sent)}{wire}", str(r.files_removed),
-                      f"{r.duration_s:.1f}s")
+                      f"{r.duration_s:.1f}s" + (f" ({r.push_s:.1f}s sending)" if r.push_s >= 0.05 else ""))
         if r.error:
             notes.append(f"{r.serial or r.target}: {r.error}" + (f" ({r.hint})" if r.hint else ""))
         elif dry_run and r.plan:

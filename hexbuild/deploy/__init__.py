@@ -37,8 +37,10 @@ hashes as its manifest says (kept.py: the hard links make a change in place of t
 reach it too); ``--verify`` checks and repairs that kept release as well.
 One deploy at a time per destination: a lock directory beside ``<dest>`` (lock.py) makes a
 second deploy wait (``--wait``) or fail naming the holder; stale locks are broken.
-Before anything, one device call checks that the device's tools can run these scripts
-(targets/tools.py: toybox, GNU and busybox differ).
+Before anything is sent, the probe's device call checks that the device's tools can run these
+scripts (targets/tools.py: toybox, GNU and busybox differ). The lock's call runs beside it and
+also lists ``<dest>`` and reads its manifest (layout.survey); a deploy the probe's facts refuse
+releases the lock, and its answer is the refusal.
 
 Space: before any byte is sent, the bytes to push (package and models) are compared with the
 free space where they go; too little is a per-target failure, "not enough space", with the

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import json
 import posixpath
-import threading
 import time
 from typing import Sequence
 
 from .. import __version__
 from ..targets.base import ByteProgress, Target
 from ..targets.posix import RENAME_INTO_PLACE, batches
+from .beside import Beside
 from .checkpoints import checkpoint
 from .layout import MANIFEST, SWAP, Layout, Live
 from .options import DeployOptions
@@ -33,31 +33,6 @@ while [ $# -gt 0 ]; do
   esac
   shift 2
 done'''
-
-
-class _Beside:
-    """``call(*args, **kw)`` in a thread for the length of a ``with`` block; leaving the block
-    waits for it and raises its error (the block's own error first)."""
-
-    def __init__(self, call, *args, **kw) -> None:
-        self.error: BaseException | None = None
-
-        def run() -> None:
-            try:
-                call(*args, **kw)
-            except BaseException as e:  # raised in the caller's thread on leaving the block
-                self.error = e
-
-        self.thread = threading.Thread(target=run, name="hexbuild-beside", daemon=True)
-
-    def __enter__(self) -> "_Beside":
-        self.thread.start()
-        return self
-
-    def __exit__(self, kind, *rest) -> None:
-        self.thread.join()
-        if kind is None and self.error is not None:
-            raise self.error
 
 
 def device_manifest(want: dict[str, PackageFile], pkg: Package, rid: str, previous: str | None,
@@ -118,7 +93,7 @@ def apply_plan(target: Target, lay: Layout, live: Live, plan: Plan, want: dict[s
     if plan.push and target.caps.push_makes_dirs and not (plan.staged_manifest or plan.junk):
         # a new release directory: its links and copies never touch a pushed name, so the staging
         # call runs beside the push (a device round trip less before the first byte)
-        with _Beside(target.sh_chain, steps, what="staging the new release"):
+        with Beside(target.sh_chain, steps, what="staging the new release"):
             send(target, R, sorted(plan.push), want, progress, res, temp=False, finish=finish)
         checkpoint(target, "linked")
     else:

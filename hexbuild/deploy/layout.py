@@ -89,16 +89,19 @@ class Survey:
     manifest: bytes | None = None  # of the live tree, when there is one
 
 
-def survey(target: Target, lay: Layout, lock: "DeployLock | None" = None) -> Survey:
+def survey(target: Target, lay: Layout, lock: "DeployLock | None" = None, *, once: bool = False) -> Survey | None:
     """One device call that needs no hash, the lock's own when there is one: the listing of
     ``<dest>`` with the names of the release directories beside it, and the live tree's manifest
-    (read through ``<dest>``: under the lock no deploy moves the link in between)."""
+    (read through ``<dest>``: under the lock no deploy moves the link in between). ``once``: the
+    lock is tried once, and None says another deploy holds it."""
     from ..targets.tools import INSTALLED_SCRIPT, split_installed
 
     steps = [snapshot_step([lay.dest], like=posixpath.join(lay.parent, lay.prefix)), (INSTALLED_SCRIPT, [lay.dest])]
     what, timeout = f"inspecting {lay.dest}", target.default_timeout * 4
-    raw = lock.acquire(steps, what, timeout=timeout) if lock is not None else \
+    raw = lock.acquire(steps, what, timeout=timeout, once=once) if lock is not None else \
         target.sh_chain(steps, what=what, timeout=timeout).stdout
+    if raw is None:
+        return None
     listing, manifest = split_installed(raw)
     snap = parse_snapshot(listing)
     snap.setdefault(lay.dest, Snapshot("missing"))

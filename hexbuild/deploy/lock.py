@@ -105,10 +105,11 @@ class DeployLock:
         self.release()
 
     def acquire(self, then: Sequence[tuple[str, Sequence[str]]] = (), what: str = "", *,
-                timeout: float | None = None) -> bytes:
+                timeout: float | None = None, once: bool = False) -> bytes | None:
         """Take the lock, waiting as the options say. ``then``: ``sh`` steps (script, args) run in
         the device call that takes it (a round trip fewer); their output is returned, and a
-        failure of theirs is raised with the lock held (``release`` removes it)."""
+        failure of theirs is raised with the lock held (``release`` removes it). ``once``: one
+        try, None when another deploy holds the lock (nothing waits, nothing is broken)."""
         t0 = time.monotonic()
         last_report = None
         while True:
@@ -116,6 +117,8 @@ class DeployLock:
             if holder is None:
                 self.waited_s = round(time.monotonic() - t0, 3)
                 return out
+            if once:
+                return None
             why = self._stale(holder)
             if why:
                 ui.warn(f"{self.target.spec}: breaking the stale deploy lock {self.path} ({holder.describe()}: {why})")

@@ -16,6 +16,7 @@ from ..targets.posix import not_ready_message
 from ..targets.tools import require_tools
 from ..ui import ui
 from .apply import apply_plan
+from .beside import Beside
 from .checkpoints import cancel, checkpoint, fault
 from .kept import check_kept
 from .layout import Layout, read_live, release_id, survey
@@ -43,43 +44,33 @@ def deploy_one(target: Target, pkg: Package | None, models: list[Model], opts: D
 
         dest = _absolute(target, opts.dest or default_dest(target), "--dest")
         res.dest = dest
-        info = target.probe(dest)
-        res.serial, res.soc, res.htp_arch = info.serial, info.soc, info.htp_arch
-        _require_ready(target, info)
-        require_tools(target, info)  # asked in the probe's call; names a missing tool before anything changes
         lay = Layout(dest)
         if not opts.dry_run:
             lock = DeployLock(target, lay, wait=opts.wait, stale=opts.stale_lock)
         if opts.rollback:
+            info = _probe(target, dest, res)
             if lock is not None:
                 lock.acquire()
                 res.lock_wait_s = lock.waited_s
             rollback(target, lay, res, opts)
             return res
-        models_dir = _absolute(target, opts.models_dir or default_models_dir(target),
-                               "models directory")
-        skel = missing_skel_note(pkg.listing(), info.htp_arch)  # the one rule: an NPU package that cannot open
-        if skel:
-            res.warnings.append(skel)
-            ui.warn(f"{target.spec}: {skel}")
-        res.glibc = check_glibc(target, pkg, bundled=bool(opts.runtime_files))  # refused before the lock
-        foreign = foreign_note(pkg, target)
-        if foreign:
-            res.warnings.append(foreign)
-            ui.warn(f"{target.spec}: {foreign}")
-        want = dict(pkg.files)
-        want.update(opts.runtime_files)
-        scripts = launch_scripts_for(target, info, pkg, dest, models_dir, opts)
-        if scripts:
-            tmpdir = tempfile.TemporaryDirectory(prefix="hexbuild-scripts-")
-            want.update(script_files(scripts, Path(tmpdir.name)))
-        res.files_total = len(want) + len(models)
-        res.bytes_total = sum(f.size for f in want.values()) + sum(m.size for m in models)
-
-        # the refusals above only read the device; from here on it is ours alone. The lock's
-        # device call surveys <dest> too, before the release's name, which waits for the
-        # package's hashes
-        early = survey(target, lay, lock)
+        # The lock's device call, which surveys <dest> too, runs beside the probe's: a round
+        # trip less before the plan, and the survey no longer waits for the refusals below. It
+        # tries the lock once: a refused deploy releases it again (finally), and one that finds
+        # another deploy holding it waits after the refusals, as before.
+        with Beside(survey, target, lay, lock, once=True) as ahead:
+            info = _probe(target, dest, res)
+            models_dir = _absolute(target, opts.models_dir or default_models_dir(target), "models directory")
+            _refusals(target, info, pkg, opts, res)
+            want = dict(pkg.files)
+            want.update(opts.runtime_files)
+            scripts = launch_scripts_for(target, info, pkg, dest, models_dir, opts)
+            if scripts:
+                tmpdir = tempfile.TemporaryDirectory(prefix="hexbuild-scripts-")
+                want.update(script_files(scripts, Path(tmpdir.name)))
+            res.files_total = len(want) + len(models)
+            res.bytes_total = sum(f.size for f in want.values()) + sum(m.size for m in models)
+        early = ahead.value or survey(target, lay, lock)
         if lock is not None:
             res.lock_wait_s = lock.waited_s
         if early.snap[lay.dest].kind == "missing" and not opts.dry_run:
@@ -159,6 +150,27 @@ def deploy_one(target: Target, pkg: Package | None, models: list[Model], opts: D
         if task is not None:
             opts.progress.update(task, description=f"{_wire_label(info_label(res), res)} {res.status}")
     return res
+
+
+def _probe(target: Target, dest: str, res: TargetResult) -> DeviceInfo:
+    info = target.probe(dest)
+    res.serial, res.soc, res.htp_arch = info.serial, info.soc, info.htp_arch
+    _require_ready(target, info)
+    require_tools(target, info)  # asked in the probe's call; names a missing tool before anything changes
+    return info
+
+
+def _refusals(target: Target, info: DeviceInfo, pkg: Package, opts: DeployOptions, res: TargetResult) -> None:
+    """What the probe's facts refuse (an old glibc) or warn of, before anything is sent."""
+    skel = missing_skel_note(pkg.listing(), info.htp_arch)  # the one rule: an NPU package that cannot open
+    if skel:
+        res.warnings.append(skel)
+        ui.warn(f"{target.spec}: {skel}")
+    res.glibc = check_glibc(target, pkg, bundled=bool(opts.runtime_files))
+    foreign = foreign_note(pkg, target)
+    if foreign:
+        res.warnings.append(foreign)
+        ui.warn(f"{target.spec}: {foreign}")
 
 
 def _no_space(e: BaseException) -> bool:

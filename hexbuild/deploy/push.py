@@ -4,6 +4,7 @@ release — under temporary names renamed over the old files."""
 from __future__ import annotations
 
 import posixpath
+import time
 from pathlib import Path
 from typing import Sequence
 
@@ -47,8 +48,12 @@ def send(target: Target, root: str, rels: Sequence[str], want: dict[str, Package
             res.files_compressed += 1
         checkpoint(target, f"pushed:{len(sent)}")
 
-    target.send_files([(want[rel].local, name, want[rel].mode) for rel, name in zip(travel, names)], progress,
-                      on_sent)
+    t0 = time.monotonic()
+    try:
+        target.send_files([(want[rel].local, name, want[rel].mode) for rel, name in zip(travel, names)], progress,
+                          on_sent)
+    finally:
+        res.push_s = round(res.push_s + time.monotonic() - t0, 3)
     by_mode: dict[int, list[str]] = {}
     for rel, name in sent.items():  # adbd makes an executable 0777 whatever SEND's mode says
         by_mode.setdefault(want[rel].mode, []).append(posixpath.relpath(name, root))

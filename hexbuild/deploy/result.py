@@ -24,6 +24,7 @@ class TargetResult:
     files_compressed: int = 0  # package files sent as zstd (adb sync v2, an ssh board's zstd -d); the rest raw
     link_mb_s: float | None = None  # the link's raw rate, when the target measured it before a large push
     duration_s: float = 0.0
+    push_s: float = 0.0  # of duration_s, sending the package's files: the link's share (the rest is the tool's)
     status: str = "failed"  # ok | failed | unchanged
     error: str | None = None
     hint: str | None = None

@@ -18,6 +18,7 @@ import hashlib
 import os
 import select
 import socket
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,7 @@ class SshSession:
         self.timeout = timeout
         self._client = None
         self._sftp = None
+        self._connecting = threading.Lock()  # a deploy probes and takes its lock at once: one connection
 
     @property
     def where(self) -> str:
@@ -97,6 +99,12 @@ class SshSession:
     def client(self):
         if self._client is not None:
             return self._client
+        with self._connecting:
+            if self._client is None:
+                self._client = self._connect()
+        return self._client
+
+    def _connect(self):
         import paramiko
 
         class Refuse(paramiko.MissingHostKeyPolicy):
@@ -155,7 +163,6 @@ class SshSession:
                                      hint="check the address and that sshd runs there") from None
         transport = client.get_transport()
         transport.set_keepalive(max(5, int(self.timeout)))
-        self._client = client
         return client
 
     def transport(self):
