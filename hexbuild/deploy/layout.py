@@ -7,15 +7,12 @@ import hashlib
 import json
 import posixpath
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Callable
 
 from ..errors import DeployFailed
 from ..targets.base import RemoteFile, Target
 from ..targets.snapshot import Snapshot, parse_snapshot, snapshot_step
 from .package import PackageFile
-
-if TYPE_CHECKING:
-    from .lock import DeployLock
 
 MANIFEST = ".hexbuild/manifest.json"
 
@@ -89,16 +86,18 @@ class Survey:
     manifest: bytes | None = None  # of the live tree, when there is one
 
 
-def survey(target: Target, lay: Layout, lock: "DeployLock | None" = None, *, once: bool = False) -> Survey | None:
-    """One device call that needs no hash, the lock's own when there is one: the listing of
-    ``<dest>`` with the names of the release directories beside it, and the live tree's manifest
-    (read through ``<dest>``: under the lock no deploy moves the link in between). ``once``: the
-    lock is tried once, and None says another deploy holds it."""
+def survey(target: Target, lay: Layout, take: Callable[..., bytes | None] | None = None, *,
+           once: bool = False) -> Survey | None:
+    """One device call that needs no hash, the lock's own when there is one (``take``: its
+    ``DeployLock.acquire``): the listing of ``<dest>`` with the names of the release directories
+    beside it, and the live tree's manifest (read through ``<dest>``: under the lock no deploy
+    moves the link in between). ``once``: the lock is tried once, and None says another deploy
+    holds it."""
     from ..targets.tools import INSTALLED_SCRIPT, split_installed
 
     steps = [snapshot_step([lay.dest], like=posixpath.join(lay.parent, lay.prefix)), (INSTALLED_SCRIPT, [lay.dest])]
     what, timeout = f"inspecting {lay.dest}", target.default_timeout * 4
-    raw = lock.acquire(steps, what, timeout=timeout, once=once) if lock is not None else \
+    raw = take(steps, what, timeout=timeout, once=once) if take is not None else \
         target.sh_chain(steps, what=what, timeout=timeout).stdout
     if raw is None:
         return None

@@ -48,7 +48,7 @@ def deploy_one(target: Target, pkg: Package | None, models: list[Model], opts: D
         if not opts.dry_run:
             lock = DeployLock(target, lay, wait=opts.wait, stale=opts.stale_lock)
         if opts.rollback:
-            info = _probe(target, dest, res)
+            _probe(target, dest, res)
             if lock is not None:
                 lock.acquire()
                 res.lock_wait_s = lock.waited_s
@@ -58,7 +58,8 @@ def deploy_one(target: Target, pkg: Package | None, models: list[Model], opts: D
         # trip less before the plan, and the survey no longer waits for the refusals below. It
         # tries the lock once: a refused deploy releases it again (finally), and one that finds
         # another deploy holding it waits after the refusals, as before.
-        with Beside(survey, target, lay, lock, once=True) as ahead:
+        take = lock.acquire if lock is not None else None
+        with Beside(survey, target, lay, take, once=True) as ahead:
             info = _probe(target, dest, res)
             models_dir = _absolute(target, opts.models_dir or default_models_dir(target), "models directory")
             _refusals(target, info, pkg, opts, res)
@@ -70,7 +71,7 @@ def deploy_one(target: Target, pkg: Package | None, models: list[Model], opts: D
                 want.update(script_files(scripts, Path(tmpdir.name)))
             res.files_total = len(want) + len(models)
             res.bytes_total = sum(f.size for f in want.values()) + sum(m.size for m in models)
-        early = ahead.value or survey(target, lay, lock)
+        early = ahead.value or survey(target, lay, take)
         if lock is not None:
             res.lock_wait_s = lock.waited_s
         if early.snap[lay.dest].kind == "missing" and not opts.dry_run:
