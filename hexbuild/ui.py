@@ -12,11 +12,33 @@ import json
 import os
 import shlex
 import sys
+import threading
 import time
 from contextlib import contextmanager
 from typing import Any, Iterator, Sequence
 
 _rich_console = None
+_warming: threading.Thread | None = None
+
+
+def warm_rich() -> None:
+    """Import rich in a thread of its own, once. A command that will show rich output (a
+    terminal's progress bar, a result table) calls this first: the 80-110 ms of rich's imports
+    then run while the command waits on its devices, not before its first byte or after its
+    last. A later import of the same module waits for this one (the import system's module
+    locks), so nothing is imported twice; a failed import is left for that later one to raise."""
+    global _warming
+    if _warming is not None or "rich.progress" in sys.modules:
+        return
+
+    def run() -> None:
+        try:
+            import rich.progress  # noqa: F401  (it brings rich.console, rich.table and rich.text)
+        except Exception:
+            pass
+
+    _warming = threading.Thread(target=run, name="hexbuild-warm-rich", daemon=True)
+    _warming.start()
 
 
 def _ci_provider(env: dict[str, str] | os._Environ = os.environ) -> str | None:
@@ -155,14 +177,53 @@ class UI:
 
     # -- progress ---------------------------------------------------------------------------
     def progress(self, *, transient: bool = True):
-        """A rich Progress on a TTY; a plain-line stand-in elsewhere (same add_task/update API)."""
+        """A rich Progress on a TTY (made at its first task, rich imported meanwhile: warm_rich);
+        a plain-line stand-in elsewhere (same add_task/update API)."""
         if self.interactive and not self.quiet:
-            from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn,
-                                       TimeRemainingColumn)
-
-            return Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
-                            TimeRemainingColumn(), console=self.console(), transient=transient)
+            warm_rich()
+            return LiveProgress(self, transient)
         return PlainProgress(self)
+
+
+class LiveProgress:
+    """rich's byte Progress, drawn from the first task on: a command that adds it only once it
+    knows what to send has spent its probing and planning importing rich beside them."""
+
+    def __init__(self, ui: UI, transient: bool) -> None:
+        self.ui, self.transient = ui, transient
+        self.live: Any = None
+        self._making = threading.Lock()  # deploy's targets add their tasks from threads of their own
+
+    def _bar(self) -> Any:
+        with self._making:
+            if self.live is None:
+                from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+
+                live = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
+                                TimeRemainingColumn(), console=self.ui.console(), transient=self.transient)
+                live.__enter__()
+                self.live = live
+        return self.live
+
+    def __enter__(self) -> "LiveProgress":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.live is not None:
+            self.live.__exit__(*exc)
+
+    def add_task(self, description: str, total: float | None = None, **kw: Any) -> int:
+        return self._bar().add_task(description, total=total, **kw)
+
+    def update(self, task_id: int, **kw: Any) -> None:
+        self._bar().update(task_id, **kw)
+
+    def advance(self, task_id: int, advance: float = 1) -> None:
+        self._bar().advance(task_id, advance)
+
+    def remove_task(self, task_id: int) -> None:
+        if self.live is not None:
+            self.live.remove_task(task_id)
 
 
 class PlainProgress:

@@ -111,6 +111,10 @@ def _deploy(pkg, targets, s, *, model, verify: bool, rollback: bool, dry_run: bo
                          sysroot=s["linux.sysroot"])
     if pkg is not None:
         ui.info(f"package {path}: {len(pkg.files)} files, {_size(pkg.bytes)}")
+    if not ui.json:
+        from ..ui import warm_rich
+
+        warm_rich()  # the result table's: imported while the devices answer
     with ui.progress() as progress:
         opts.progress = progress
         return deploy(pkg, targets, opts)
