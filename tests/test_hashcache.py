@@ -89,3 +89,32 @@ def test_the_tick_is_a_tenth_of_a_second_where_ctime_has_finer_parts_else_two_se
     assert not cache._racy([1, whole, whole, 7], whole + 2_500_000_000)
     # a tarball's whole-second mtime on a fine filesystem: the ctime says which
     assert not cache._racy([1, whole - 10**9, fine, 7], fine + 150_000_000)
+
+
+def test_a_packages_hashes_are_read_before_the_cache_file_is_written(tmp_path, monkeypatch):
+    """A deploy plans as soon as the hashes are known; merging and writing the cache file (tens
+    of ms for a user's cache of thousands of files) goes on beside it, and is over at close()."""
+    import threading
+
+    pkg = ef.make_package(tmp_path / "build", os="android", htp=["v73"])
+    time.sleep(HashCache.RACY_FINE_S + 0.05)  # old enough for their hashes to be kept
+    saving, release = threading.Event(), threading.Event()
+    real_save = HashCache.save
+
+    def held_save(self):
+        saving.set()
+        assert release.wait(10), "the hashes were not read before the save went on"
+        real_save(self)
+
+    monkeypatch.setattr(HashCache, "save", held_save)
+    loaded = load_package(pkg)
+    try:
+        assert saving.wait(30)
+        digests = {rel: f.sha256 for rel, f in loaded.files.items()}  # while the save is held
+        assert not (tmp_path / "xdg-cache" / "hexbuild" / "sha256.json").exists()
+        release.set()
+    finally:
+        release.set()
+        loaded.close()
+    assert (tmp_path / "xdg-cache" / "hexbuild" / "sha256.json").exists()  # close() waited for it
+    assert digests == {rel: hashlib.sha256((pkg / rel).resolve().read_bytes()).hexdigest() for rel in digests}

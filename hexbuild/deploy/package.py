@@ -42,6 +42,7 @@ class Digests:
     def __init__(self, paths: list[Path]) -> None:
         self._values: list[str] = []
         self._error: BaseException | None = None
+        self._known = threading.Event()  # the values (or the error) are there
         self._thread = threading.Thread(target=self._run, args=(paths,), name="hexbuild-hash", daemon=True)
         self._thread.start()
 
@@ -49,15 +50,21 @@ class Digests:
         try:
             with HashCache() as cache:
                 self._values = [digest for _, digest in cache.many(paths)]
+                # the deploy goes on while the cache file is merged and written (a user's cache
+                # of thousands of files takes tens of ms to read back and dump)
+                self._known.set()
         except BaseException as e:  # raised where a hash is first read
-            self._error = e
+            if not self._known.is_set():
+                self._error = e
+        finally:
+            self._known.set()
 
     def join(self) -> None:
-        """Until the hashing is over, whatever its outcome."""
+        """Until the hashing is over, whatever its outcome, and the cache is saved."""
         self._thread.join()
 
     def wait(self) -> None:
-        self.join()
+        self._known.wait()
         if self._error is not None:
             if isinstance(self._error, OSError):
                 raise UsageError(f"cannot read a package file: {self._error}") from None
