@@ -195,6 +195,7 @@ class LiveProgress:
         self._making = threading.Lock()  # deploy's targets add their tasks from threads of their own
 
     def _bar(self) -> Any:
+        """The bar, made and started by the first task's thread."""
         with self._making:
             if self.live is None:
                 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
@@ -215,11 +216,12 @@ class LiveProgress:
     def add_task(self, description: str, total: float | None = None, **kw: Any) -> int:
         return self._bar().add_task(description, total=total, **kw)
 
+    # a task id comes from add_task, which made the bar: updates (one per batch sent) take no lock
     def update(self, task_id: int, **kw: Any) -> None:
-        self._bar().update(task_id, **kw)
+        self.live.update(task_id, **kw)
 
     def advance(self, task_id: int, advance: float = 1) -> None:
-        self._bar().advance(task_id, advance)
+        self.live.advance(task_id, advance)
 
     def remove_task(self, task_id: int) -> None:
         if self.live is not None:

@@ -117,18 +117,15 @@ def _live_root(target: Target, lay: Layout, here: Any) -> tuple[str | None, str]
     return release, posixpath.join(lay.parent, release)
 
 
-def read_live(target: Target, lay: Layout, rid: str, *, verify: bool, early: Survey | None = None) -> tuple[Live, Any]:
-    """The live install and the staged release ``rid`` (from an earlier, cut-off run), read
-    in one device call (none when ``early`` found no release directory of that name); hashes
-    only where nothing else can tell them."""
+def read_live(target: Target, lay: Layout, rid: str, *, verify: bool, early: Survey) -> tuple[Live, Any]:
+    """The live install (as the survey ``early`` read it) and the staged release ``rid`` (from an
+    earlier, cut-off run: read in one more device call when the survey named it); hashes only
+    where nothing else can tell them."""
     staging = lay.release(rid)
-    if early is None:
-        snap = target.snapshot([lay.dest, staging])
-    else:
-        snap = dict(early.snap)
-        if staging in snap and not snap[staging].listed:  # a cut-off run's: its files are read now
-            snap.update(target.snapshot([staging]))
-        snap.setdefault(staging, Snapshot("missing"))
+    snap = dict(early.snap)
+    if staging in snap and not snap[staging].listed:  # a cut-off run's: its files are read now
+        snap.update(target.snapshot([staging]))
+    snap.setdefault(staging, Snapshot("missing"))
     here, staged = snap[lay.dest], snap[staging]
     if here.kind == "file":
         raise DeployFailed(f"{lay.dest} on {target.spec} is a file, not an install directory",
@@ -138,8 +135,7 @@ def read_live(target: Target, lay: Layout, rid: str, *, verify: bool, early: Sur
             managed_release(target, lay, here.link or "")  # a dangling link must still be ours
         return Live("missing", None, None, None, {}), staged
     release, root = _live_root(target, lay, here)
-    # the survey read the same snapshot's manifest already
-    raw = early.manifest if early is not None else target.read_file(posixpath.join(root, MANIFEST))
+    raw = early.manifest  # read in the survey's own call
     manifest = manifest_of(raw)
     files = user_files(here.files)
     # hash on the device only what cannot be known otherwise: an install without a manifest

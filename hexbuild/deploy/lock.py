@@ -25,7 +25,7 @@ from typing import Sequence
 
 from ..errors import DeployFailed, RemoteFailed
 from ..targets.base import Target
-from ..targets.posix import shell_command
+from ..targets.posix import step_command
 from ..ui import ui
 from .layout import Layout
 
@@ -161,8 +161,8 @@ class DeployLock:
              timeout: float | None) -> tuple[Holder | None, bytes]:
         fields = [f"host={socket.gethostname()}", f"pid={os.getpid()}", f"token={self.token}"]
         what = f"taking the deploy lock {self.path}" + (f" and {what}" if what else "")
-        line = " && ".join([shell_command(["sh", "-c", _TRY, "sh", self.path, *fields]), f"echo {_THEN}",
-                            *(shell_command(["sh", "-c", script, "sh", *args]) for script, args in then)])
+        line = " && ".join(step_command(script, args)
+                           for script, args in [(_TRY, [self.path, *fields]), (None, ["echo", _THEN]), *then])
         res = self.target.sh(line, what=what, check=False, timeout=timeout)
         head, _, out = res.stdout.partition(f"\n{_THEN}\n".encode())
         lines = head.decode("utf-8", "replace").splitlines()

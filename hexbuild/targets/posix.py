@@ -47,6 +47,12 @@ def shell_command(argv: Sequence[str], env: Mapping[str, str] | None = None, cwd
     return " ".join(parts)
 
 
+def step_command(script: str | None, args: Sequence[str]) -> str:
+    """One step of a chained device command: ``sh -c SCRIPT sh ARGS...``, or the argv itself
+    when ``script`` is None; every element quoted."""
+    return shell_command(["sh", "-c", script, "sh", *args] if script is not None else list(args))
+
+
 def batches(args: Sequence[str], group: int = 1, budget: int = ARG_BUDGET) -> Iterable[list[str]]:
     """Split ``args`` (taken ``group`` at a time, e.g. src/dst pairs) into lists that fit a command."""
     out: list[str] = []
@@ -131,8 +137,7 @@ class ShellTarget(Target):
         succeeded: a round trip to a phone costs more than the steps (every element quoted, as
         ``sh`` quotes its own); (None, argv) runs argv without an sh. Steps that would not fit
         one command line go in several calls."""
-        lines = [shell_command(["sh", "-c", script, "sh", *args] if script is not None else list(args))
-                 for script, args in steps if script is None or script]
+        lines = [step_command(script, args) for script, args in steps if script is None or script]
         res: Captured | None = None
         group: list[str] = []
         for line in lines + [""]:

@@ -17,7 +17,7 @@ from typing import Any, Mapping, Sequence
 from ..errors import EnvironmentMissing, RemoteFailed
 from ..ui import ui
 from .base import ByteProgress, DeviceInfo, OutputSink, Sent, TargetCaps, TargetKind, TargetSettings
-from .posix import ShellTarget, shell_command
+from .posix import ShellTarget, shell_command, step_command
 from .sshsession import SshSession
 
 
@@ -139,7 +139,7 @@ class SshTarget(ShellTarget):
         """One zstd frame (with its checksum) on the stdin of ``zstd -d -o REMOTE`` on the board."""
         from .wire import zstd_frame
 
-        command = shell_command(["sh", "-c", _UNZSTD, "sh", remote])
+        command = step_command(_UNZSTD, [remote])
         ui.command(["zstd", f"-{level}", "-c", str(local), "|", "ssh", "-p", str(self.session.port),
                     self.session.where, command])
         chan = self.session.transport().open_session(timeout=self.default_timeout)
