@@ -49,7 +49,11 @@ def worker_suffix() -> str:
     worker runs its own engine (and registry) on state of its own, kept from run to run, so a
     test that counts the engine's containers sees only its own worker's."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
-    return f"-{worker}" if worker not in ("", "gw0") else ""
+    suffix = f"-{worker}" if worker not in ("", "gw0") else ""
+    # Two test sessions at once (two checkouts of one machine) would share the engines' state:
+    # HEXBUILD_TEST_ENGINE names a set of engines of their own.
+    session = os.environ.get("HEXBUILD_TEST_ENGINE", "")
+    return f"-{session}{suffix}" if session else suffix
 
 
 def cache_dir() -> Path:
