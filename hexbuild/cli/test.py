@@ -1,4 +1,5 @@
-"""hexbuild test ops|ppl: is the NPU right (test-backend-ops against the CPU; perplexity gate)."""
+"""hexbuild test ops|ppl|kernels: is the NPU right (test-backend-ops against the CPU; perplexity gate; the
+tree's kernels on an emulated DSP)."""
 
 from __future__ import annotations
 
@@ -85,6 +86,42 @@ def ppl(
     ui.result(doc, checks.markdown(doc))
     if not doc["ok"]:
         raise TestsFailed(f"test ppl on {req.target}: {doc['reason']}", hint=f"details in {doc['files']['markdown']}")
+
+
+@test_app.command("kernels")
+def kernels(
+    source: Optional[str] = typer.Option(None, "--source", "-s", help="The llama.cpp checkout (default: current directory)."),
+    htp: Optional[str] = typer.Option(None, "--htp", metavar="v73,v75",
+                                      help="HTP versions to emulate (default v73; v68, v69, v73, v75)."),
+    op: Optional[str] = typer.Option(None, "-o", "--ops", metavar="MUL_MAT,ADD",
+                                     help="Ops (default: every op of the tree hexbuild has cases for)."),
+    types: Optional[str] = typer.Option(None, "--types", metavar="q4_0,q8_0,mxfp4",
+                                        help="Types (default: each op's usual ones: the repacked weights for MUL_MAT)."),
+    out: Optional[str] = typer.Option(None, "--out", help="Output directory (default: <run.results_dir>/test-kernels-<time>)."),
+    threads: int = typer.Option(4, "--threads", min=1, max=8, help="Worker jobs per op (run one after the other)."),
+    compare_device: Optional[str] = typer.Option(None, "--compare-device", metavar="RESULTS",
+                                                 help="A results directory of the same cases run on a phone: "
+                                                      "show where the emulator and silicon differ."),
+) -> None:
+    """Run the tree's own HVX kernels on an emulated Hexagon DSP and check their numbers; exit 13 on a failure.
+
+    Compiles the checkout's htp/ sources unchanged for each HTP version, runs each op through its
+    entry point (DMA and VTCM included) on cases made from ggml's reference rules, and compares
+    with a float64 reference (test-backend-ops' tolerances). Emulated: not compared with silicon."""
+    from pathlib import Path
+
+    from ..errors import TestsFailed
+    from ..kernels import report as kreport, run as krun
+    from ..ui import ui
+
+    s = common.settings()
+    req = krun.KernelRequest(source=Path(source or "."), htp=_list(htp), ops=_list(op), types=_list(types),
+                             out=Path(out) if out else Path(s["run.results_dir"]) / f"test-kernels-{krun.stamp()}",
+                             threads=threads, compare_device=Path(compare_device) if compare_device else None)
+    doc = krun.run(req)
+    ui.result(doc, kreport.table(doc))
+    if not doc["ok"]:
+        raise TestsFailed(f"test kernels: {doc['reason']}", hint=f"details in {doc['files']['markdown']}")
 
 
 def register(app: typer.Typer) -> None:

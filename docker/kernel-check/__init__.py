@@ -1,0 +1,2 @@
+"""The kernel check's image recipe (shipped as ``hexbuild.kernel_recipe``; see
+hexbuild.kernels.image)."""

@@ -1,0 +1,4 @@
+"""C sources that run on the emulated Hexagon DSP (package data, compiled by hexbuild.kernels):
+``include/`` the SDK, QuRT and C library headers the HTP code includes, written from their public
+APIs; ``runtime/`` what those headers promise, for a user-mode emulated DSP; ``harness/`` the
+kernel check's driver of a tree's op entry points."""

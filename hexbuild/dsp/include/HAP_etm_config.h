@@ -1,0 +1,12 @@
+/* hexbuild DSP runtime: user ETM (embedded trace) switches. */
+#ifndef HAP_ETM_CONFIG_H
+#define HAP_ETM_CONFIG_H
+#ifdef __cplusplus
+extern "C" {
+#endif
+int HAP_user_etm_enable(void);
+int HAP_user_etm_disable(void);
+#ifdef __cplusplus
+}
+#endif
+#endif /* HAP_ETM_CONFIG_H */

@@ -1,0 +1,16 @@
+/* hexbuild DSP runtime: process information of the DSP user PD. */
+#ifndef HAP_PS_H
+#define HAP_PS_H
+#include <stdint.h>
+#define PROCESS_NAME_LEN 56
+typedef struct { int pid; char name[PROCESS_NAME_LEN]; } HAP_process;
+#ifdef __cplusplus
+extern "C" {
+#endif
+int HAP_get_pid(int *pid);
+int HAP_get_process_name(char *name, int len);
+int HAP_get_userpd_params(unsigned int *params);
+#ifdef __cplusplus
+}
+#endif
+#endif /* HAP_PS_H */

@@ -1,0 +1,12 @@
+/* hexbuild DSP runtime: QuRT, the compute DSP's operating system (the parts llama.cpp's skel uses). */
+#ifndef QURT_H
+#define QURT_H
+#include <stddef.h>
+#include <stdlib.h>
+#include "qurt_thread.h"
+#include "qurt_futex.h"
+#include "qurt_memory.h"
+#include "qurt_hvx.h"
+#include "qurt_pmu.h"
+#include "qurt_sysenv.h"
+#endif /* QURT_H */

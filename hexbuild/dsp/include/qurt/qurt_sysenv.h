@@ -1,0 +1,12 @@
+/* hexbuild DSP runtime: QuRT system environment. */
+#ifndef QURT_SYSENV_H
+#define QURT_SYSENV_H
+typedef struct { unsigned int max_hthreads; } qurt_sysenv_max_hthreads_t;
+#ifdef __cplusplus
+extern "C" {
+#endif
+int qurt_sysenv_get_max_hw_threads(qurt_sysenv_max_hthreads_t *mhwt);
+#ifdef __cplusplus
+}
+#endif
+#endif /* QURT_SYSENV_H */
