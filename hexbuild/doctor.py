@@ -14,7 +14,7 @@ import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-WORK = ("build", "deploy", "run", "release")
+WORK = ("build", "deploy", "run", "release", "kernels")
 
 PY_PACKAGES = {  # import name -> distribution name
     "typer": "typer", "rich": "rich", "docker": "docker", "paramiko": "paramiko",
@@ -27,6 +27,7 @@ REQUIRED = {
     "deploy": {"python", "adb"},
     "run": {"python", "adb"},
     "release": {"python", "docker", "source"},
+    "kernels": {"python", "docker", "source", "kernel-image"},
 }
 
 
@@ -49,6 +50,8 @@ def run_checks(*, work: list[str], source: Path, docker_engine: str = "docker") 
     if docker_engine == "local":
         required.discard("docker")
     checks = [*check_python(), check_docker(), check_adb(), *check_ssh(), check_source(source)]
+    if "kernels" in work:
+        checks.append(check_kernel_image())
     for c in checks:
         c.required = c.name.split(":")[0] in required
     return checks
@@ -94,6 +97,31 @@ def check_docker() -> Check:
                          fix="install qemu-user-static/binfmt for x86_64 or use an amd64 engine")
         detail += "; linux/amd64 through qemu binfmt (slow)"
     return Check("docker", "ok", detail + ("; runs linux/amd64" if amd64 else ""))
+
+
+def check_kernel_image() -> Check:
+    """The kernel check's emulator and compilers: its image, for this recipe, on the engine."""
+    from .kernels.image import QEMU_VERSION, find, image_ref
+
+    ref = image_ref()
+    try:
+        import docker
+        from docker.errors import DockerException
+
+        client = docker.from_env(timeout=5)
+        try:
+            attrs = find(client)
+        finally:
+            client.close()
+    except (ImportError, DockerException):
+        return Check("kernel-image", "missing", f"{ref}: no Docker engine to look on",
+                     fix="start the Docker engine, then `hexbuild toolchain kernels`")
+    if attrs is None:
+        return Check("kernel-image", "missing", f"{ref} (qemu-hexagon {QEMU_VERSION} with hexbuild's HVX patches, "
+                     "LLVM 21) is not on the engine",
+                     fix="hexbuild toolchain kernels (minutes, once; without a network on the engine it runs "
+                         "debootstrap here, as root); the first `hexbuild test kernels` makes it too")
+    return Check("kernel-image", "ok", f"{ref} (qemu-hexagon {QEMU_VERSION} with hexbuild's HVX patches, LLVM 21)")
 
 
 def _adb_server_up(port: int) -> bool:

@@ -2,7 +2,8 @@
 # Installs what the test suite needs, idempotently: system packages (Docker engine, an image registry, adb/adbd,
 # sshd, clang-19/lld-19 for genuine Hexagon and AArch64 ELF files, debootstrap), the Python
 # package with its test extras, the llama.cpp source trees, LLVM 21 for Hexagon (the toolchain
-# double's compilers, llvm-objdump-21), the open toolchain's and the virtual board's root filesystems.
+# double's compilers, llvm-objdump-21), the open toolchain's, the kernel check's and the virtual
+# board's root filesystems.
 # Safe to run again: each step checks before it acts.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -161,6 +162,15 @@ if ! (cd "$here" && HEXBUILD_TEST_CACHE="$cache" python3 -m tests.infra.real_bui
   need_root
   start_job open-rootfs "open toolchain root filesystem (debootstrap + clang-19, lld-19, llvm-19, cmake, ninja, ccache, AArch64 sysroot)" \
     env -C "$here" HEXBUILD_TEST_CACHE="$cache" python3 -m tests.infra.real_build --rootfs
+fi
+# --- the kernel check's root filesystem (hexbuild test kernels, engine without a network) ---
+# Debian sid with LLVM 21 and qemu-hexagon built from Debian's QEMU source with hexbuild's patches
+# (qemu-hexagon-hvx/), by hexbuild's own code into the test cache; the kernel_image fixture
+# imports it. Keyed by the recipe and the patches.
+if ! (cd "$here" && HEXBUILD_TEST_CACHE="$cache" python3 -m tests.infra.kernel_image --rootfs --check) >/dev/null 2>&1; then
+  need_root
+  start_job kernel-rootfs "kernel check root filesystem (debootstrap sid + LLVM 21, qemu-hexagon with hexbuild's HVX patches)" \
+    env -C "$here" HEXBUILD_TEST_CACHE="$cache" python3 -m tests.infra.kernel_image --rootfs
 fi
 # --- virtual board root filesystem (Debian bullseye arm64, glibc 2.31) ------
 # With --board-beside-tests (scripts/test.sh) the setup does not wait for it: on a new machine it

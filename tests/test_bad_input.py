@@ -395,6 +395,49 @@ def _(c):
     return _lab_run(c, "--lab", "http://127.0.0.1:9", "--", "frobnicate")
 
 
+# -- the kernel check (hexbuild test kernels) ----------------------------------------------------
+@case("kernels-not-a-checkout", U, "not a llama.cpp checkout")
+def _(c):
+    return ["test", "kernels", "--source", str(c.work)]
+
+
+@case("kernels-no-hexagon-backend", U, "has no Hexagon backend")
+def _(c):
+    tree = c.tmp / "cpu-only-tree"
+    (tree / "ggml" / "src").mkdir(parents=True)
+    (tree / "include").mkdir()
+    (tree / "include" / "llama.h").write_text("/* llama.h */\n")
+    (tree / "CMakeLists.txt").write_text("project(llama.cpp)\n")
+    return ["test", "kernels", "--source", str(tree)]
+
+
+@case("kernels-unknown-htp-version", U, "--htp v99: not an HTP version the emulator runs")
+def _(c):
+    return ["test", "kernels", "--source", str(c.request.getfixturevalue("tree_0_3_28")), "--htp", "v99"]
+
+
+@case("kernels-htp-v79", U, "qfloat rounding changed in v79")
+def _(c):
+    return ["test", "kernels", "--source", str(c.request.getfixturevalue("tree_0_3_28")), "--htp", "v73,v79"]
+
+
+@case("kernels-unknown-op", U, "unknown op MUL_MATT")
+def _(c):
+    return ["test", "kernels", "--source", str(c.request.getfixturevalue("tree_0_3_28")), "--ops", "MUL_MATT"]
+
+
+@case("kernels-unknown-type", U, "unknown type q5_k")
+def _(c):
+    return ["test", "kernels", "--source", str(c.request.getfixturevalue("tree_0_3_28")), "--ops", "MUL_MAT",
+            "--types", "q4_0,q5_k"]
+
+
+@case("kernels-no-docker-engine", E, "no Docker engine answers at")
+def _(c):
+    c.env["DOCKER_HOST"] = f"unix://{c.tmp}/no-engine.sock"
+    return ["test", "kernels", "--source", str(c.request.getfixturevalue("tree_0_3_28")), "--ops", "MUL_MAT"]
+
+
 def test_there_are_at_least_25_kinds():
     assert len(CASES) >= 25 and len({c.kind for c in CASES}) == len(CASES)
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import typer
 
-toolchain_app = typer.Typer(help="Toolchain images hexbuild makes itself (the open AArch64 Linux toolchain).",
+toolchain_app = typer.Typer(help="Toolchain images hexbuild makes itself (the open AArch64 Linux toolchain, "
+                                  "the kernel check's emulator).",
                             no_args_is_help=True)
 
 
@@ -37,11 +38,40 @@ def open_toolchain(
         ui.result({"image": rec.image, "repository": open_image.REPOSITORY, "tag": rec.tag,
                    "recipe_hash": rec.hash, "packages": rec.packages}, rec.image)
         return
+    _make_image(lambda client: open_image.ensure_open_image(client, method=method, rebuild=rebuild))
+
+
+@toolchain_app.command("kernels")
+def kernels_toolchain(
+    method: str = typer.Option("auto", "--method", metavar="auto|dockerfile|rootfs",
+                               help="dockerfile (engine with a network), rootfs (debootstrap here, then import; "
+                                    "needs root) or auto (by whether the engine has a bridge network)."),
+    rebuild: bool = typer.Option(False, "--rebuild", help="Make the image again, ignoring the engine's copy "
+                                                          "and the cached root filesystem."),
+    print_ref: bool = typer.Option(False, "--print", help="Print the image reference the recipe gives; "
+                                                          "no engine needed."),
+) -> None:
+    """Create (or reuse) the kernel check's image: LLVM 21 for Hexagon and qemu-hexagon built from Debian's
+    QEMU source with hexbuild's HVX patches (what `hexbuild test kernels` runs in)."""
+    from ..kernels import image as kimage
+    from ..ui import ui
+
+    rec = kimage.recipe()
+    if print_ref:
+        ui.result({"image": rec.image, "repository": kimage.REPOSITORY, "tag": rec.tag, "recipe_hash": rec.hash,
+                   "packages": rec.packages, "qemu_version": kimage.QEMU_VERSION, "patches": sorted(kimage.patches())},
+                  rec.image)
+        return
+    _make_image(lambda client: kimage.ensure_kernel_image(client, method=method, rebuild=rebuild))
+
+
+def _make_image(ensure) -> None:
     from ..toolchain.engine import DockerEngine
+    from ..ui import ui
 
     engine = DockerEngine.connect()
     try:
-        result = open_image.ensure_open_image(engine.client, method=method, rebuild=rebuild)
+        result = ensure(engine.client)
     except KeyboardInterrupt:
         from ..errors import Interrupted
 

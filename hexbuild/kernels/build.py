@@ -28,6 +28,7 @@ WORK = "/work"      # hexbuild's work directory for this checkout
 
 # clang's own names for the HTP versions it knows (open LLVM 21: v68-v79)
 CPU = {"v68": "v68", "v69": "v69", "v71": "v71", "v73": "v73", "v75": "v75"}
+RUNTIME = ("start", "libc", "libm", "rt", "sdk")  # hexbuild/dsp/runtime/*.c
 _ERROR_RE = re.compile(r"^(?P<file>[^\s:]+):(?P<line>\d+):(?P<col>\d+): (?:fatal )?error: (?P<msg>.*)$", re.M)
 _FAILED_RE = re.compile(r"^FAILED: (?:\[code=\d+\] )?(?P<out>\S+\.o)\b", re.M)
 _UNDEF_RE = re.compile(r"undefined symbol: (\S+)")
@@ -113,28 +114,41 @@ def ninja_file(tree: KernelTree, htp: str) -> str:
         obj = f"obj/{unit[:-2]}.o"
         objs.append(obj)
         out.append(f"build {obj}: cc {htp_dir}/{unit}")
-    for rt in ("start", "libc", "libm", "rt", "sdk"):
-        obj = f"obj/rt-{rt}.o"
-        objs.append(obj)
-        out += [f"build {obj}: cc {WORK}/dsp/runtime/{rt}.c", "  extra = -fno-builtin"]
-    objs.append("obj/harness.o")
+    objs += [f"obj/rt-{rt}.o" for rt in RUNTIME] + ["obj/harness.o"]
+    for rt in RUNTIME:
+        out += [f"build obj/rt-{rt}.o: cc {WORK}/dsp/runtime/{rt}.c", "  extra = -fno-builtin"]
     out += [f"build obj/harness.o: cc {WORK}/dsp/harness/harness.c | {WORK}/hxk_ops.h",
             f"  extra = -DHXK_ABI={tree.abi} -I{WORK}",
             "build objects: phony " + " ".join(objs)]
     return "\n".join(out) + "\n"
 
 
-def build_script(htps: list[str]) -> list[str]:
-    """The shell lines that build each version's harness: every unit it can, then a link of what
-    compiled (a failed unit's object is removed, so an old one never links)."""
+def units_for(tree: KernelTree, ops: list[str]) -> list[str]:
+    """The units a run needs: those defining the ops' entry functions, and every unit that defines
+    none (shared code such as hex-dma.c). Units of other ops are not compiled (their entries link
+    as NULL), so an edit of one op's unit costs one compile."""
+    defined = entry_units(tree)
+    op_units = set(defined.values())
+    wanted = {defined[tree.ops[o]] for o in ops if o in tree.ops and tree.ops[o] in defined}
+    return [u for u in tree.units if u in wanted or u not in op_units]
+
+
+def objects_for(units: list[str]) -> list[str]:
+    return [f"obj/{u[:-2]}.o" for u in units] + [f"obj/rt-{rt}.o" for rt in RUNTIME] + ["obj/harness.o"]
+
+
+def build_script(htps: list[str], objects: list[str]) -> list[str]:
+    """The shell lines that build each version's harness: the objects it needs, then a link of
+    what compiled (a failed unit's object is removed, so an old one never links)."""
+    objs = " ".join(objects)
     lines = ["resource=$(" + CLANG + " -print-resource-dir)", f"ln -sfn \"$resource\" {WORK}/resource-dir"]
     for htp in htps:
         d = f"{WORK}/build-{htp}"
         lines += [
             f"cd {d}",
-            "ninja -k 0 objects > ninja.log 2>&1; echo $? > ninja.rc",
+            f"ninja -k 0 {objs} > ninja.log 2>&1; echo $? > ninja.rc",
             "sed -n 's/^FAILED: \\(\\[code=[0-9]*\\] \\)\\{0,1\\}\\([^ ]*\\.o\\).*/\\2/p' ninja.log | xargs -r rm -f",
-            f"objs=$(for o in $(cat objects.list); do [ -f \"$o\" ] && echo \"$o\"; done)",
+            f"objs=$(for o in {objs}; do [ -f \"$o\" ] && echo \"$o\"; done)",
             f"rm -f kernels.elf; {LLD} -static -e _start --warn-unresolved-symbols -o kernels.elf $objs > link.log 2>&1;"
             " echo $? > link.rc",
         ]
@@ -148,10 +162,7 @@ def prepare(tree: KernelTree, work: Path, htps: list[str]) -> None:
     for htp in htps:
         d = work / f"build-{htp}"
         (d / "obj").mkdir(parents=True, exist_ok=True)
-        text = ninja_file(tree, htp)
-        _write_if_changed(d / "build.ninja", text)
-        objs = [line.split(":")[0].split()[1] for line in text.splitlines() if line.startswith("build obj/")]
-        _write_if_changed(d / "objects.list", "\n".join(objs) + "\n")
+        _write_if_changed(d / "build.ninja", ninja_file(tree, htp))
 
 
 def results(tree: KernelTree, work: Path, htp: str) -> HarnessBuild:

@@ -120,9 +120,9 @@ def _download(url: str, path: Path, sha: str) -> None:
     os.replace(part, path)
 
 
-def with_source(rec: Recipe) -> Recipe:
+def with_source(rec: Recipe, cache: Path | None = None) -> Recipe:
     inputs = dict(rec.inputs)
-    inputs.update({f"qemu/{name}": data for name, data in qemu_source().items()})
+    inputs.update({f"qemu/{name}": data for name, data in qemu_source(cache).items()})
     return Recipe(rec.kind, rec.files, rec.hash, inputs)
 
 
@@ -133,9 +133,16 @@ def find(client: Any) -> dict[str, Any] | None:
 def ensure_kernel_image(client: Any, *, method: str = "auto", rebuild: bool = False,
                         cache: Path | None = None) -> RecipeImage:
     """Find or make the kernel check's image (minutes, once: QEMU is compiled)."""
-    return recipe_image.ensure(client, recipe(), cache=cache or cache_dir(), method=method, rebuild=rebuild,
-                               fetch_inputs=with_source)
+    cache = cache or cache_dir()
+    return recipe_image.ensure(client, recipe(), cache=cache, method=method, rebuild=rebuild,
+                               fetch_inputs=lambda rec: with_source(rec, cache))
 
 
-def build_rootfs(tarball: Path) -> Path:
-    return recipe_image.build_rootfs(with_source(recipe()), tarball)
+def rootfs_tarball(cache: Path | None = None) -> Path:
+    return recipe_image.rootfs_tarball(recipe(), cache or cache_dir())
+
+
+def build_rootfs(cache: Path | None = None) -> Path:
+    """The image's root filesystem as a tarball in ``cache`` (what the rootfs method imports)."""
+    cache = cache or cache_dir()
+    return recipe_image.build_rootfs(with_source(recipe(), cache), rootfs_tarball(cache))

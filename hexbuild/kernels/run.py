@@ -103,10 +103,10 @@ def make_cases(tree: KernelTree, ops: list[str], types: dict[str, list[str]], se
 MAX_RESTARTS = 64  # cases that may kill the emulator in one run before the rest is given up
 
 
-def container_script(tree: KernelTree, htps: list[str], cases_file: str) -> str:
+def container_script(tree: KernelTree, htps: list[str], cases_file: str, ops: list[str]) -> str:
     """Build each version, then run its cases; when the emulator dies on a case (an instruction it
     lacks, a fault in the kernel), run again from the next case, so one bad case costs one case."""
-    lines = ["set -u", *build.build_script(htps)]
+    lines = ["set -u", *build.build_script(htps, build.objects_for(build.units_for(tree, ops)))]
     for v in htps:
         d = f"{build.WORK}/build-{v}"
         lines += [
@@ -133,7 +133,6 @@ def run(req: KernelRequest, *, engine_factory: Any = None) -> dict[str, Any]:
 
     started = time.monotonic()
     tree, htps, ops, types = resolve(req)
-    out = _out_dir(req)
     engine = (engine_factory or DockerEngine.connect)()
     try:
         image = ensure_kernel_image(engine.client)
@@ -150,15 +149,16 @@ def run(req: KernelRequest, *, engine_factory: Any = None) -> dict[str, Any]:
                     old.unlink(missing_ok=True)
             spec = ContainerSpec(
                 name=f"hexbuild-kernels-{secrets.token_hex(4)}", image=image.image,
-                command=["sh", "-c", container_script(tree, htps, f"{build.WORK}/{run_dir.name}/cases.bin")],
+                command=["sh", "-c", container_script(tree, htps, f"{build.WORK}/{run_dir.name}/cases.bin", ops)],
                 user=f"{os.getuid()}:{os.getgid()}", working_dir=build.WORK,
                 mounts=[Mount(str(tree.root), build.SRC, read_only=True), Mount(str(work), build.WORK)],
                 env={"HOME": "/tmp"})
             ui.command(spec.docker_run_argv())
-            with BuildLog(out / "kernels.log", title=f"building and running {len(cases)} kernel cases") as log:
+            with BuildLog(work / "kernels.log", title=f"building and running {len(cases)} kernel cases") as log:
                 rc = engine.run(spec, log)
             if rc != 0:
-                raise EnvironmentMissing(f"the kernel check's container exited {rc}", hint=f"its log: {out / 'kernels.log'}")
+                raise EnvironmentMissing(f"the kernel check's container exited {rc}",
+                                         hint=f"its log: {work / 'kernels.log'}")
             per_version = [_judge(tree, work, v, cases) for v in htps]
         finally:
             _rmtree(run_dir)
@@ -168,7 +168,7 @@ def run(req: KernelRequest, *, engine_factory: Any = None) -> dict[str, Any]:
 
     doc = document(tree, htps, ops, types, cases, per_version, image, time.monotonic() - started,
                    explicit_ops=bool(req.ops))
-    write(doc, out)
+    write(doc, _out_dir(req))
     return doc
 
 
