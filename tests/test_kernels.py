@@ -87,13 +87,17 @@ def test_a_tree_whose_kernels_do_not_compile_names_the_first_error(cli, kernel_e
     assert not (tmp_path / "out").exists()
 
 
-def test_ops_of_a_revision_whose_matmul_is_hmx_are_named_not_covered(cli, kernel_env, tree_0_3_36, tmp_path):
+def test_a_revision_it_cannot_run_says_why_per_op(cli, kernel_env, tree_0_3_36, tmp_path):
+    """0.3.36: its matmul is HMX assembly (compiled to find out), and its op context (work queues,
+    host-computed kernel parameters) is one the harness does not drive: nothing runs, each op says why."""
     r = cli("--json", "test", "kernels", "--source", str(tree_0_3_36), "--ops", "MUL_MAT,ADD",
             "--out", str(tmp_path / "out"))
     doc = r.json
+    assert r.rc == errors.TESTS_FAILED and doc["reason"].startswith("nothing ran")
     assert "needs HMX" in doc["not_covered"]["MUL_MAT"]
-    assert not [c for c in doc["cases"] if c["op"] == "MUL_MAT"]
-    assert any(d["unit"] == "matmul-ops.c" for b in doc["builds"] for d in b["dropped_units"])
+    assert "not modelled" in doc["not_covered"]["ADD"]
+    assert doc["cases"] == []
+    assert any(d["unit"] == "matmul-ops.c" and "HMX" in d["reason"] for b in doc["builds"] for d in b["dropped_units"])
 
 
 def test_ctrl_c_leaves_no_container_and_no_result(kernel_env, docker_client, tree_0_3_28, tmp_path):

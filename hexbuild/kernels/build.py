@@ -133,11 +133,12 @@ def units_for(tree: KernelTree, ops: list[str]) -> list[str]:
     return [u for u in tree.units if u in wanted or u not in op_units]
 
 
-def objects_for(units: list[str]) -> list[str]:
-    return [f"obj/{u[:-2]}.o" for u in units] + [f"obj/rt-{rt}.o" for rt in RUNTIME] + ["obj/harness.o"]
+def objects_for(tree: KernelTree, units: list[str]) -> list[str]:
+    own = [f"obj/rt-{rt}.o" for rt in RUNTIME] + ["obj/harness.o"] if tree.runnable else []
+    return [f"obj/{u[:-2]}.o" for u in units] + own
 
 
-def build_script(htps: list[str], objects: list[str]) -> list[str]:
+def build_script(htps: list[str], objects: list[str], *, link: bool = True) -> list[str]:
     """The shell lines that build each version's harness: the objects it needs, then a link of
     what compiled (a failed unit's object is removed, so an old one never links)."""
     objs = " ".join(objects)
@@ -148,10 +149,11 @@ def build_script(htps: list[str], objects: list[str]) -> list[str]:
             f"cd {d}",
             f"ninja -k 0 {objs} > ninja.log 2>&1; echo $? > ninja.rc",
             "sed -n 's/^FAILED: \\(\\[code=[0-9]*\\] \\)\\{0,1\\}\\([^ ]*\\.o\\).*/\\2/p' ninja.log | xargs -r rm -f",
-            f"objs=$(for o in {objs}; do [ -f \"$o\" ] && echo \"$o\"; done)",
-            f"rm -f kernels.elf; {LLD} -static -e _start --warn-unresolved-symbols -o kernels.elf $objs > link.log 2>&1;"
-            " echo $? > link.rc",
         ]
+        if link:
+            lines += [f"objs=$(for o in {objs}; do [ -f \"$o\" ] && echo \"$o\"; done)",
+                      f"rm -f kernels.elf; {LLD} -static -e _start --warn-unresolved-symbols -o kernels.elf $objs"
+                      " > link.log 2>&1; echo $? > link.rc"]
     return lines
 
 
@@ -166,7 +168,8 @@ def prepare(tree: KernelTree, work: Path, htps: list[str]) -> None:
 
 
 def results(tree: KernelTree, work: Path, htp: str) -> HarnessBuild:
-    """Read what the container's build left: unit failures (HMX or not), the link's outcome."""
+    """Read what the container's build left: unit failures (HMX or not), the link's outcome (none
+    for a revision the harness cannot drive: its units are compiled only to know which need HMX)."""
     d = work / f"build-{htp}"
     log = _read(d / "ninja.log")
     failures = []
@@ -186,6 +189,8 @@ def results(tree: KernelTree, work: Path, htp: str) -> HarnessBuild:
         f = hard[0]
         raise BuildFailed(f"the tree's kernels do not compile for {htp}: {f.unit}: {f.first_error}",
                           hint=f"the compiler's output is in {d / 'ninja.log'}")
+    if not tree.runnable:
+        return HarnessBuild(htp=htp, elf="", failures=failures)
     link = _read(d / "link.log")
     if _read(d / "link.rc").strip() != "0" or not (d / "kernels.elf").is_file():
         raise BuildFailed(f"linking the kernel harness for {htp} failed: {link.strip().splitlines()[-1:] or '?'}",

@@ -106,7 +106,8 @@ MAX_RESTARTS = 64  # cases that may kill the emulator in one run before the rest
 def container_script(tree: KernelTree, htps: list[str], cases_file: str, ops: list[str]) -> str:
     """Build each version, then run its cases; when the emulator dies on a case (an instruction it
     lacks, a fault in the kernel), run again from the next case, so one bad case costs one case."""
-    lines = ["set -u", *build.build_script(htps, build.objects_for(build.units_for(tree, ops)))]
+    units = build.units_for(tree, ops) if tree.runnable else tree.units
+    lines = ["set -u", *build.build_script(htps, build.objects_for(tree, units), link=tree.runnable)]
     for v in htps:
         d = f"{build.WORK}/build-{v}"
         lines += [
@@ -138,7 +139,7 @@ def run(req: KernelRequest, *, engine_factory: Any = None) -> dict[str, Any]:
         image = ensure_kernel_image(engine.client)
         work = build.work_dir_for(cache_root() / "kernels", tree)
         build.prepare(tree, work, htps)
-        cases = make_cases(tree, ops, types, req.seed, req.threads)
+        cases = make_cases(tree, ops, types, req.seed, req.threads) if tree.runnable else []
         run_dir = work / f"run-{os.getpid()}-{secrets.token_hex(3)}"
         run_dir.mkdir(parents=True)
         try:

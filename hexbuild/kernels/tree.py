@@ -44,7 +44,8 @@ class KernelTree:
     root: Path              # the checkout
     htp: Path               # ggml/src/ggml-hexagon/htp
     revision: str | None
-    abi: int                # 1: tensors in the op context (htp-msg.h); 2: tensor pointers
+    abi: int                # 1: tensors in the op context (htp-msg.h); 2: tensor pointers; 3: work queues and
+                            # host-computed kernel parameters (0.3.32 on), which the harness does not model
     ops: dict[str, str]     # op name -> entry function, for the ops the tree has
     units: list[str]        # the .c files to compile (names in htp/)
     hmx_units: list[str]    # units that exist for HMX only
@@ -52,8 +53,10 @@ class KernelTree:
     group_size: int         # FP32_QUANTIZE_GROUP_SIZE, the activation quantizer's group
     defines: dict[str, str] = field(default_factory=dict)
 
-    def header_files(self) -> list[Path]:
-        return sorted(p for p in self.htp.iterdir() if p.suffix == ".h")
+    @property
+    def runnable(self) -> bool:
+        """Whether the harness can drive this revision's op entry points."""
+        return self.abi in (1, 2)
 
 
 def read_tree(path: Path | str) -> KernelTree:
@@ -75,7 +78,8 @@ def read_tree(path: Path | str) -> KernelTree:
     hmx = [u for u in units if u.startswith("hmx-")]
     cmake = (root / HEXAGON_DIR / "CMakeLists.txt")
     m = _GROUP_RE.search(cmake.read_text(errors="replace")) if cmake.is_file() else None
-    return KernelTree(root=root, htp=htp, revision=facts.revision,
-                      abi=1 if (htp / "htp-msg.h").is_file() else 2, ops=ops,
+    ctx = (htp / "htp-ctx.h").read_text(errors="replace") if (htp / "htp-ctx.h").is_file() else ""
+    abi = 1 if (htp / "htp-msg.h").is_file() else 3 if ("kernel_params" in ctx or "work_queue" in ctx) else 2
+    return KernelTree(root=root, htp=htp, revision=facts.revision, abi=abi, ops=ops,
                       units=[u for u in units if u not in hmx], hmx_units=hmx,
                       htp_versions=list(facts.htp_versions), group_size=int(m.group(1)) if m else 128)
