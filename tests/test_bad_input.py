@@ -1,7 +1,7 @@
 """Bad input users really type, one row per kind: each gives exactly one ``hexbuild: error:``
 line (an optional ``hint:`` after it), the documented exit code, no traceback (and for usage
 errors nothing on stdout), and nothing half-written — the working directory and the phone's /data/local/tmp are the same
-before and after. README.md's "Bad input" table has a row per case here (tests/test_docs.py)."""
+before and after. docs/bad-input.md's table has a row per case here (the last test below)."""
 
 from __future__ import annotations
 
@@ -427,9 +427,9 @@ def test_bad_input(c: Case, cli, tmp_path, monkeypatch, request):
     assert after == before, f"{c.kind}: something was written"
 
 
-def test_the_readme_table_has_a_row_per_case_with_its_exit_code():
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text("utf-8")
-    section = readme.split("### Bad input", 1)[1].split("\n#", 1)[0]
+def test_the_docs_table_has_a_row_per_case_with_its_exit_code():
+    page = (Path(__file__).resolve().parent.parent / "docs" / "bad-input.md").read_text("utf-8")
+    section = page.split("# Bad input", 1)[1].split("\n#", 1)[0]
     rows = {}
     for line in section.splitlines():
         cells = [x.strip() for x in line.strip().strip("|").split("|")]

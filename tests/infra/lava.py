@@ -12,7 +12,7 @@ sshd has the SFTP subsystem that OpenSSH 10's scp speaks.
   of every 20 s; the worker pings every second), nothing on another address.
 - Each session makes a new API token (``lab.token``) and worker token.
 
-The LAVA tests are opt-in (``HEXBUILD_TEST_LAVA=1``; see the README): the ``lava_lab`` fixture
+The LAVA tests are opt-in (``HEXBUILD_TEST_LAVA=1``; see docs/development.md): the ``lava_lab`` fixture
 skips them when the chroot was not built.
 """
 
