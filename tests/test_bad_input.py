@@ -395,6 +395,14 @@ def _(c):
     return _lab_run(c, "--lab", "http://127.0.0.1:9", "--", "frobnicate")
 
 
+@case("lab-timeout-too-short", U, "--timeout 89 is too short for a lab job: the minimum is 90 s")
+def _(c):
+    from tests.infra.devices import free_port
+
+    c.env["HEXBUILD_LAB_TOKEN"] = "0123456789abcdef"
+    return _lab_run(c, "--lab", f"http://127.0.0.1:{free_port()}", "--timeout", "89", "--", "completion")
+
+
 def test_there_are_at_least_25_kinds():
     assert len(CASES) >= 25 and len({c.kind for c in CASES}) == len(CASES)
 
