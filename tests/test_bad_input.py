@@ -266,6 +266,33 @@ def _(c):
     return ["deploy", str(c.pkg()), "--target", f"adb:{c.phone().serial}", "--model", str(c.tmp / "model.gguf")]
 
 
+def _noise(c) -> str:
+    """A model file that is not one: an HTML error page saved under the model's name."""
+    (c.tmp / "noise.gguf").write_bytes(b"<html>404 Not Found</html>\n")
+    return str(c.tmp / "noise.gguf")
+
+
+@case("chat-model-not-gguf", U, "noise.gguf is not a GGUF file")
+def _(c):
+    return ["chat", "--target", f"local:{c.work}/inst", "--model", _noise(c), "--package", str(c.pkg()), "-p", "hi"]
+
+
+@case("bench-model-not-gguf", U, "noise.gguf is not a GGUF file")
+def _(c):
+    return ["bench", "--target", f"local:{c.work}/inst", "--model", _noise(c), "--out", str(c.work / "bench")]
+
+
+@case("bisect-model-not-gguf", U, "noise.gguf is not a GGUF file")
+def _(c):
+    from tests import bisect_repo as br
+
+    repo = br.new_repo(c.tmp)
+    good, bad = br.git(repo, "rev-parse", "HEAD"), br.touch_readme(repo, "one")
+    c.watched.append(repo)
+    return ["bisect", "--source", str(repo), "--good", good, "--bad", bad, "-t", f"qemu:{c.work}/dev",
+            "--model", _noise(c), "--os", "linux", "--db", str(c.work / "bench.sqlite")]
+
+
 @case("rollback-with-model", U, "--rollback switches installs only")
 def _(c):
     return ["deploy", "--target", "adb:x", "--rollback", "--model", "m.gguf"]
@@ -403,6 +430,14 @@ def _(c):
     return _lab_run(c, "--lab", f"http://127.0.0.1:{free_port()}", "--timeout", "89", "--", "completion")
 
 
+@case("lab-model-not-gguf", U, "noise.gguf is not a GGUF file")
+def _(c):
+    from tests.infra.devices import free_port
+
+    c.env["HEXBUILD_LAB_TOKEN"] = "0123456789abcdef"
+    return _lab_run(c, "--lab", f"http://127.0.0.1:{free_port()}", "--model", _noise(c), "--", "completion")
+
+
 def test_there_are_at_least_25_kinds():
     assert len(CASES) >= 25 and len({c.kind for c in CASES}) == len(CASES)
 
@@ -425,6 +460,8 @@ def test_bad_input(c: Case, cli, tmp_path, monkeypatch, request):
     assert "Traceback" not in r.err + r.out
     if c.code == U:  # refused before anything ran; later failures may have printed a result table or program output
         assert r.out == ""
+        # checked before any work: its error and hint are all it prints (no progress, no summary)
+        assert errs == [0], (c.kind, r.err)
     assert time.monotonic() - t0 < 60
     if ctx.keeps:
         kept = sorted((ctx.work / ctx.keeps).iterdir())

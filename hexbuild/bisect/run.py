@@ -76,6 +76,9 @@ class BisectRequest:
             raise UsageError(f"--metric {self.metric} needs --model (a file here, or a name in the models directory)")
         if self.metric == "ppl" and not self.text:
             raise UsageError("--metric ppl needs --text FILE (the text llama-perplexity measures)")
+        from ..deploy.models import check_local
+
+        check_local([self.model])  # a local model is a GGUF before the first revision is built
 
 
 def run_bisect(req: BisectRequest, settings_for: Callable[[BisectRequest], Any], *,

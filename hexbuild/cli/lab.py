@@ -115,6 +115,9 @@ def run_command(
         raise UsageError(f"--board-os must be one of {', '.join(BOARD_OSES)}, got {board_os!r}")
     if not s["lab.url"]:
         raise UsageError("no lab: give --lab URL or set lab.url")
+    from ..deploy.models import check_local
+
+    check_local([model])  # a local model is a GGUF before the lab is asked anything
     from ..lab.client import base_url
 
     base_url(s["lab.url"])  # a URL that is not one is one line before anything is packed
