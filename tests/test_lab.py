@@ -1,7 +1,7 @@
 """`hexbuild lab` against a real LAVA 2026.10 (server, scheduler, worker: tests/infra/lava.py) whose
-boards are virtual arm64 trixie boards over SSH, running the real open-toolchain package
-(``real_linux_package``) on a tiny real model. Opt-in: HEXBUILD_TEST_LAVA=1 scripts/test.sh
-(the fixture skips otherwise).
+boards are virtual trixie boards over SSH (their AArch64 programs under qemu), running the real open-toolchain package
+(``real_linux_package``) on a tiny real model. They run by default; HEXBUILD_TEST_LAVA=0
+scripts/test.sh leaves them out for a quick local run (the fixture skips, saying so).
 
 Every job here is a real LAVA job: validated, scheduled, deployed over SSH/SFTP, its test shell
 run on the board, its results and log read back over REST v0.2."""

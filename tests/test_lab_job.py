@@ -4,7 +4,7 @@ board), the output read back as the job's log, and the local command's document 
 
 The programs are stand-ins built here (argv_echo, fake_llama_bench.sh), and LAVA's
 ``lava-test-case`` is a script that prints LAVA's own signal line; the same jobs run on a real
-LAVA server in tests/test_lab.py (opt-in)."""
+LAVA server in tests/test_lab.py (by default: HEXBUILD_TEST_LAVA=0 opts out)."""
 
 from __future__ import annotations
 
@@ -127,6 +127,18 @@ def test_a_timeout_too_short_to_share_is_refused_before_anything_is_sent(cli, tm
     assert r.err.splitlines() == ["hexbuild: error: --timeout 60 is too short for a lab job: the minimum is 90 s "
                                   "(30 s each for LAVA's deploy, boot and test)"]
     assert not (tmp_path / "hexbuild-results").exists()
+
+
+def test_the_lava_tests_run_unless_the_run_opts_out():
+    """tests/test_lab.py runs by default, in scripts/test.sh and so in CI (issue 38: it was opt-in
+    and never ran there); it skips only when opted out or where a lab cannot run."""
+    from tests.infra.lava import skip_reason
+
+    assert skip_reason({}, euid=0) is None and skip_reason({"HEXBUILD_TEST_LAVA": "1"}, euid=0) is None
+    assert "opted out (HEXBUILD_TEST_LAVA=0)" in skip_reason({"HEXBUILD_TEST_LAVA": "0"}, euid=0)
+    assert "needs root" in skip_reason({}, euid=1000)
+    setup = (Path(__file__).resolve().parent.parent / "scripts" / "setup-test-env.sh").read_text()
+    assert '"${HEXBUILD_TEST_LAVA:-1}" != 0' in setup  # the setup builds the lab's chroot unless told not to
 
 
 def test_words_are_quoted_around_the_job_directory():
