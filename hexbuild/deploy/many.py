@@ -76,4 +76,5 @@ def _check_npu(pkg: Package, opts: DeployOptions) -> None:
     if opts.ndev:
         message, hint = sessions_refused(str(pkg.root), "--ndev")
         raise CpuFallback(message, hint=hint)
-    ui.warn(note)
+    if note not in ui.warnings:  # once per command: bisect deploys the good revision beside every step's
+        ui.warn(note)

@@ -13,7 +13,6 @@ revision's: the check stops there (BuildFailed) with the first error and its fil
 from __future__ import annotations
 
 import hashlib
-import importlib.resources
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -53,7 +52,7 @@ class HarnessBuild:
 
 def dsp_sources() -> dict[str, bytes]:
     """hexbuild's DSP-side sources (relative path -> bytes), to copy into the work directory."""
-    root = importlib.resources.files("hexbuild.dsp")
+    root = Path(__file__).resolve().parent.parent / "dsp"  # package data of hexbuild itself
     out: dict[str, bytes] = {}
     for sub in ("include", "include/qurt", "runtime", "harness"):
         d = root.joinpath(sub)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib.resources
 import os
 import urllib.request
 from pathlib import Path
@@ -39,12 +38,12 @@ LLD = "ld.lld-21"
 KIND = recipe_image.ImageKind(name="kernel-check", repository=REPOSITORY, package="hexbuild.kernel_recipe",
                               files=("Dockerfile", "install.sh", "packages.txt"), suite="sid",
                               title="hexbuild kernel check (LLVM 21 for Hexagon, qemu-hexagon with HVX patches)",
-                              command="hexbuild toolchain kernels")
+                              command="hexbuild toolchain kernels", checkout_dir="docker/kernel-check")
 
 
 def patches() -> dict[str, bytes]:
     """hexbuild's QEMU patches, in the order they apply."""
-    root = importlib.resources.files("hexbuild.qemu_hvx").joinpath("patches")
+    root = recipe_image.package_root("hexbuild.qemu_hvx", "qemu-hexagon-hvx").joinpath("patches")
     names = sorted(p.name for p in root.iterdir() if p.name.endswith(".patch"))
     return {name: root.joinpath(name).read_bytes() for name in names}
 

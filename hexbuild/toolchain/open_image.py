@@ -44,7 +44,8 @@ CMAKE_ARGS = (f"-DCMAKE_EXE_LINKER_FLAGS={LINKER_FLAGS}", f"-DCMAKE_SHARED_LINKE
 
 KIND = recipe_image.ImageKind(name="open-arm64-linux", repository=REPOSITORY, package="hexbuild.open_recipe",
                               files=("Dockerfile", "install.sh", "packages.txt"), suite=SUITE,
-                              title="hexbuild open AArch64 Linux toolchain", command="hexbuild toolchain open")
+                              title="hexbuild open AArch64 Linux toolchain", command="hexbuild toolchain open",
+                              checkout_dir="docker/open-arm64-linux")
 
 
 @functools.lru_cache(maxsize=1)

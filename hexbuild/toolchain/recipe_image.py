@@ -47,6 +47,7 @@ class ImageKind:
     suite: str             # the Debian suite debootstrap makes
     title: str             # the image's title label
     command: str           # the hexbuild command that makes it (for hints)
+    checkout_dir: str = ""  # the recipe folder in a checkout of hexbuild (see package_root)
 
 
 @dataclass(frozen=True)
@@ -79,11 +80,22 @@ class Recipe:
         return directory
 
 
+def package_root(package: str, checkout_dir: str) -> Any:
+    """A folder shipped as data: the checkout's own ``checkout_dir`` when hexbuild runs from a
+    checkout (python -m hexbuild, PYTHONPATH, an editable install), else the copy a wheel ships as
+    ``package``. A checkout run beside a wheel installed elsewhere has no such package to import:
+    the package-dir mapping exists only in an install."""
+    checkout = Path(__file__).resolve().parents[2] / checkout_dir
+    if checkout_dir and checkout.is_dir():
+        return checkout
+    return importlib.resources.files(package)
+
+
 def read_recipe(kind: ImageKind, inputs: dict[str, bytes] | None = None,
                 input_digests: dict[str, str] | None = None) -> Recipe:
     """The recipe as shipped. ``input_digests`` (name -> sha256) stand in the hash for inputs that
     are fetched only when the image is made, so the tag is known without fetching them."""
-    root = importlib.resources.files(kind.package)
+    root = package_root(kind.package, kind.checkout_dir)
     files = {name: root.joinpath(name).read_bytes() for name in kind.files}
     h = hashlib.sha256()
     for name in kind.files:
