@@ -123,3 +123,36 @@ def test_ctrl_c_leaves_no_container_and_no_result(kernel_env, docker_client, tre
     assert "Traceback" not in err
     assert not [c for c in docker_client.containers.list(all=True) if c.name.startswith("hexbuild-kernels-")]
     assert not out.exists()
+
+
+def test_compare_device_shows_where_the_emulator_and_a_device_differ(cli, kernel_env, tree_0_3_28, tmp_path):
+    import numpy as np
+
+    first = tmp_path / "emulated"
+    r = cli("--json", "test", "kernels", "--source", str(tree_0_3_28), "--ops", "MUL_MAT", "--types", "q4_0",
+            "--out", str(first))
+    assert r.rc == 0, r.err
+    assert (first / "cases.bin").read_bytes()[:4] == b"HXK1"
+    # a phone's results of the same cases, in the same format: one case's output off by 1 %
+    device = tmp_path / "device"
+    device.mkdir()
+    doc = json.loads((first / "results.json").read_text())
+    doc.update(emulated=False, device={"soc": "SM8650", "htp": "v75"})
+    (device / "results.json").write_text(json.dumps(doc))
+    with np.load(first / "outputs.npz") as z:
+        outs = {k: z[k] for k in z.files}
+    key = sorted(outs)[0]
+    outs[key] = outs[key] * 1.01
+    np.savez(device / "outputs.npz", **outs)
+    r = cli("--json", "test", "kernels", "--source", str(tree_0_3_28), "--ops", "MUL_MAT", "--types", "q4_0",
+            "--out", str(tmp_path / "again"), "--compare-device", str(device))
+    assert r.rc == errors.TESTS_FAILED, r.err
+    cmp = r.json["compare_device"]
+    assert cmp["compared"] == len(outs) and cmp["differ"] == 1 and cmp["other_emulated"] is False
+    assert [c["key"] for c in cmp["cases"] if c["differ"]] == [key]
+    assert all(c["error"] == 0 for c in cmp["cases"] if not c["differ"])  # the same cases, bit for bit
+
+
+def test_compare_device_refuses_what_is_not_a_results_directory(cli, kernel_env, tree_0_3_28, tmp_path):
+    r = cli("test", "kernels", "--source", str(tree_0_3_28), "--compare-device", str(tmp_path))
+    assert r.rc == errors.USAGE and "is not a kernel results directory" in r.err

@@ -7,8 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from ..checks.report import Case, write as write_files
 from . import build
 from .image import QEMU_VERSION, patches
@@ -42,7 +40,8 @@ def document(tree, htps, ops, types, cases, per_version, image, seconds: float, 
         for v in pv["cases"]:
             if v["op"] in not_covered:
                 continue
-            rows.append({k: val for k, val in v.items() if k != "output"})
+            rows.append({**{k: val for k, val in v.items() if k != "output"}, "key": f"{v['htp']}|{v['op']}|"
+                         f"{v['type']}|{v['shape']}"})
     for op in (ops if explicit_ops else sorted(tree.ops)):
         if not tree.runnable:
             not_covered.setdefault(op, UNMODELLED)
@@ -78,6 +77,20 @@ def document(tree, htps, ops, types, cases, per_version, image, seconds: float, 
     }
 
 
+def compare_lines(cmp: dict[str, Any]) -> list[str]:
+    other = "a device" if not cmp["other_emulated"] else "another emulated run"
+    lines = [f"\ncompared with {other} ({cmp['other']}): {cmp['compared']} cases, {cmp['differ']} differ beyond "
+             "the tolerance"]
+    for r in cmp["cases"]:
+        if r["differ"]:
+            lines.append(f"  {r['key']}: error {r['error']:.3g} (tolerance {r['tolerance']:.3g}); emulator "
+                         f"{'passed' if r['emulator_passed'] else 'failed'}, other "
+                         f"{'passed' if r['other_passed'] else 'failed'}")
+    if cmp["only_here"] or cmp["only_there"]:
+        lines.append(f"  {len(cmp['only_here'])} cases ran only here, {len(cmp['only_there'])} only there")
+    return lines
+
+
 def table(doc: dict[str, Any]) -> str:
     lines = [f"kernel check of {doc['source']} ({doc['revision'] or 'unknown revision'}): {doc['fidelity']}"]
     for v in doc["htp"]:
@@ -89,6 +102,8 @@ def table(doc: dict[str, Any]) -> str:
                          + ("passed" if c["passed"] else f"FAILED ({c.get('reason')})"))
     if doc["not_covered"]:
         lines.append("\nnot covered: " + "; ".join(f"{op} ({why})" for op, why in doc["not_covered"].items()))
+    if doc.get("compare_device"):
+        lines += compare_lines(doc["compare_device"])
     s = doc["summary"]
     lines.append(f"\n{s['passed']}/{s['cases']} cases passed" + (f": {doc['reason']}" if doc["reason"] else ""))
     return "\n".join(lines)
@@ -124,14 +139,3 @@ def junit(doc: dict[str, Any]) -> list[Case]:
 
 def write(doc: dict[str, Any], out: Path) -> dict[str, str]:
     return write_files(out, title="hexbuild test kernels", doc=doc, cases=junit(doc), markdown=markdown(doc))
-
-
-def save_outputs(per_version: list[dict[str, Any]], out: Path) -> Path:
-    """The kernels' outputs, one array per case and version (outputs.npz), for --compare-device."""
-    arrays = {f"{v['htp']}/{c['id']}": c["output"] for pv in per_version for v in [pv] for c in pv["cases"]
-              if c.get("output") is not None}
-    path = out / "outputs.npz"
-    np.savez_compressed(path, **arrays)
-    return path
-
-

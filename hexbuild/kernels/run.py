@@ -13,6 +13,7 @@ import os
 import secrets
 import shlex
 import time
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -92,7 +93,8 @@ def make_cases(tree: KernelTree, ops: list[str], types: dict[str, list[str]], se
     out: list[kc.KernelCase] = []
     for op in ops:
         for t in types.get(op, []):
-            rng = np.random.default_rng([seed, hash(op) & 0xffff, sum(map(ord, t))])
+            # the same cases in every run (a stable key, not hash(): Python salts that per process)
+            rng = np.random.default_rng([seed, zlib.crc32(op.encode()), zlib.crc32(t.encode())])
             for c in fams[op].make(tree, op, t, rng):
                 c.id = len(out)
                 c.n_threads = threads
@@ -134,6 +136,10 @@ def run(req: KernelRequest, *, engine_factory: Any = None) -> dict[str, Any]:
 
     started = time.monotonic()
     tree, htps, ops, types = resolve(req)
+    if req.compare_device is not None:
+        from .compare import load
+
+        load(req.compare_device)  # bad input before any work
     engine = (engine_factory or DockerEngine.connect)()
     try:
         image = ensure_kernel_image(engine.client)
@@ -144,6 +150,7 @@ def run(req: KernelRequest, *, engine_factory: Any = None) -> dict[str, Any]:
         run_dir.mkdir(parents=True)
         try:
             kc.write_cases(run_dir / "cases.bin", cases)
+            cases_blob = (run_dir / "cases.bin").read_bytes()
             for v in htps:
                 d = work / f"build-{v}"
                 for old in [*d.glob("results.*"), *d.glob("emulator.*"), d / "ninja.rc", d / "link.rc"]:
@@ -165,11 +172,23 @@ def run(req: KernelRequest, *, engine_factory: Any = None) -> dict[str, Any]:
             _rmtree(run_dir)
     finally:
         engine.close()
+    from .compare import case_key, compare, save_outputs
     from .report import document, write
 
     doc = document(tree, htps, ops, types, cases, per_version, image, time.monotonic() - started,
                    explicit_ops=bool(req.ops))
-    write(doc, _out_dir(req))
+    out = _out_dir(req)
+    save_outputs(per_version, out)
+    (out / "cases.bin").write_bytes(cases_blob)
+    if req.compare_device is not None:
+        outputs = {case_key(v): v["output"] for pv in per_version for v in pv["cases"] if v.get("output") is not None}
+        doc["compare_device"] = cmp = compare(doc, outputs, req.compare_device)
+        if cmp["differ"]:
+            doc["ok"] = False
+            doc["reason"] = (f"{cmp['differ']} of {cmp['compared']} cases differ from {req.compare_device} beyond "
+                             "their tolerance")
+    doc["files_outputs"] = {"outputs": str(out / "outputs.npz"), "cases": str(out / "cases.bin")}
+    write(doc, out)
     return doc
 
 
