@@ -12,7 +12,7 @@ from . import common
 
 def doctor(
     work: Optional[List[str]] = typer.Option(None, "--for", metavar="WORK",
-                                             help="Work to check for: build, deploy, run, release (repeatable)."),
+                                             help="Work to check for: build, deploy, run, release, kernels (repeatable)."),
     source: Optional[str] = typer.Option(None, "--source", "-s", metavar="DIR", help="The llama.cpp checkout."),
     engine: Optional[str] = typer.Option(None, "--engine", help="docker or local (local needs no Docker)."),
     target: Optional[str] = typer.Option(None, "-t", "--target", metavar="T",
