@@ -52,7 +52,7 @@ def kernel_env(kernel_image, docker_env, monkeypatch, tmp_path):
     return kernel_image
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def kernel_run(kernel_image, docker_client):
     """run(argv, directory, timeout=120) -> (exit status, output): a command in the kernel image with
     ``directory`` mounted at /t as the working directory."""
