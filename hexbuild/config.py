@@ -80,6 +80,8 @@ OPTIONS: dict[str, Option] = {o.key: o for o in [
     _o("ssh.timeout", float, 15.0, "seconds to connect and for each remote call", minimum=1),
     # linux (AArch64 glibc runtime)
     _o("linux.sysroot", str, "", "AArch64 glibc runtime for qemu: targets and deploy --bundle-runtime (default: the open toolchain image's /usr/aarch64-linux-gnu, extracted into the cache)"),
+    _o("qemu.npu", str, "v73", "HTP version of the virtual NPU of qemu+npu: targets (the emulated cDSP)",
+       choices=("v68", "v69", "v73", "v75")),
     _o("deploy.bundle_runtime", bool, False, "ship the package's glibc loader and runtime libraries (runtime/) and start programs through that loader"),
     # run
     _o("run.target", str, "", "default target for run and bench"),

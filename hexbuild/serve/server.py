@@ -156,7 +156,7 @@ def _startup_log(target, device_log: str, watcher) -> str:
     """What the server printed up to now. A local file is read whole; a remote one arrives through
     the watcher's stream (no second channel beside the forward's), which may lag behind what
     /health saw, so it is given a moment to settle."""
-    if target.kind in ("local", "qemu"):
+    if target.kind in ("local", "qemu", "qemu+npu"):
         data = target.read_file(device_log)
         if data is not None:
             return data.decode("utf-8", "replace")
@@ -195,7 +195,7 @@ def _start(target, req: ServeRequest, settings, sink) -> Server:
     dest = target.expand(req.dest or default_dest(target))
     models_dir = target.expand(req.models_dir or default_models_dir(target))  # where run looks too
     device_port = req.device_port or req.port
-    if target.kind in ("local", "qemu") and device_port != req.port:
+    if target.kind in ("local", "qemu", "qemu+npu") and device_port != req.port:
         raise UsageError(f"{target.spec} runs the server on this machine: --device-port must equal --port")
     local = Path(req.model).expanduser()
     push = local if local.is_file() else None

@@ -41,13 +41,14 @@ def _setting(settings: Any, key: str, default: Any) -> Any:
 
 
 def target_settings(settings: Mapping[str, Any] | Any = None) -> TargetSettings:
-    """ssh.timeout, deploy.timeout, ssh.known_hosts, ssh.identity and linux.sysroot from
+    """ssh.timeout, deploy.timeout, ssh.known_hosts, ssh.identity, linux.sysroot and qemu.npu from
     ``settings`` (their defaults when None or unset)."""
     return TargetSettings(timeout=float(_setting(settings, "ssh.timeout", 15.0)),
                           transfer_timeout=float(_setting(settings, "deploy.timeout", 600.0)),
                           known_hosts=_setting(settings, "ssh.known_hosts", ""),
                           identity=_setting(settings, "ssh.identity", ""),
-                          sysroot=_setting(settings, "linux.sysroot", ""))
+                          sysroot=_setting(settings, "linux.sysroot", ""),
+                          npu=_setting(settings, "qemu.npu", "v73"))
 
 
 def _expected() -> tuple[str, str]:

@@ -85,6 +85,9 @@ class TargetCaps:
     # its programs run under an emulator on this machine (qemu:): an AArch64 CPU and no NPU, and
     # the glibc they see is the emulator's sysroot's, not this machine's
     emulator: bool = False
+    # an emulated cDSP answers its FastRPC sessions (qemu+npu:): NPU packages run their HTP sessions
+    # there, emulated, and every result says so
+    virtual_npu: bool = False
     # a push makes the directories it writes into (adb sync's SEND), so a release's staging call
     # (links, device-side copies) can run beside the push instead of before it
     push_makes_dirs: bool = False
@@ -99,6 +102,7 @@ class TargetSettings:
     known_hosts: str = ""  # ssh.known_hosts
     identity: str = ""  # ssh.identity
     sysroot: str = ""  # linux.sysroot
+    npu: str = "v73"  # qemu.npu: the virtual NPU's HTP version
 
 
 @dataclass(frozen=True)

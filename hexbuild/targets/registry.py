@@ -22,6 +22,7 @@ REGISTRY: tuple[tuple[str, str], ...] = (
     ("ssh://", "ssh"),
     ("local", "local"),
     ("qemu", "qemu"),
+    ("qemu+npu", "qemunpu"),
 )
 
 
