@@ -1,0 +1,282 @@
+"""NumPy models of the HVX floating point instructions (Hexagon v68-v75) that
+tests/test_kernel_isa.py runs under qemu-hexagon, and the inputs they are fed.
+
+IEEE results are exact: NumPy float32/float16 arithmetic and conversions round to nearest even
+and keep subnormals; the emulator returns the default NaN (0x7fffffff, 0x7fff) for any NaN
+result, so the models do too. qfloat results are checked as values: a qf32 (qf16) word holds a
+biased exponent E in its low 8 (5) bits and a two's complement mantissa m above it, and stands
+for (2m + 1) * u with u = 2^(E - 127 - 23) (2^(E - 15 - 10)). Within the exponent range the
+architecture model rounds to within one u of the exact result (qemu-hexagon-hvx/README.md).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+
+VBYTES = 128
+SF_DNAN = 0x7FFFFFFF
+HF_DNAN = 0x7FFF
+
+# ---------------------------------------------------------------- bit patterns and values
+
+
+def sf_bits(x) -> np.ndarray:
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.asarray(x, np.float32).view(np.uint32)
+
+
+def hf_bits(x) -> np.ndarray:
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.asarray(x, np.float16).view(np.uint16)
+
+
+def sf_value(bits) -> np.ndarray:
+    with np.errstate(invalid="ignore"):
+        return np.asarray(bits, np.uint32).view(np.float32).astype(np.float64)
+
+
+def hf_value(bits) -> np.ndarray:
+    with np.errstate(invalid="ignore"):
+        return np.asarray(bits, np.uint16).view(np.float16).astype(np.float64)
+
+
+def qf32_value(bits) -> np.ndarray:
+    bits = np.asarray(bits, np.uint32)
+    m = bits.view(np.int32) >> 8
+    return np.ldexp(2.0 * m + 1, (bits & 0xFF).astype(np.int64) - 150)
+
+
+def qf16_value(bits) -> np.ndarray:
+    bits = np.asarray(bits, np.uint16)
+    m = bits.view(np.int16).astype(np.int64) >> 5
+    return np.ldexp(2.0 * m + 1, (bits & 0x1F).astype(np.int64) - 25)
+
+
+def qf32_unit(bits) -> np.ndarray:
+    return np.ldexp(1.0, (np.asarray(bits, np.uint32) & 0xFF).astype(np.int64) - 150)
+
+
+def qf16_unit(bits) -> np.ndarray:
+    return np.ldexp(1.0, (np.asarray(bits, np.uint16) & 0x1F).astype(np.int64) - 25)
+
+
+def dnan_sf(bits) -> np.ndarray:
+    bits = np.asarray(bits, np.uint32)
+    return np.where((bits & 0x7FFFFFFF) > 0x7F800000, np.uint32(SF_DNAN), bits).astype(np.uint32)
+
+
+def dnan_hf(bits) -> np.ndarray:
+    bits = np.asarray(bits, np.uint16)
+    return np.where((bits & 0x7FFF) > 0x7C00, np.uint16(HF_DNAN), bits).astype(np.uint16)
+
+
+# ---------------------------------------------------------------- inputs
+
+SF_EDGES = np.array([0, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0xFFC00001, 0x7F800001, 1,
+                     0x80000001, 0x007FFFFF, 0x00800000, 0x80800000, 0x7F7FFFFF, 0xFF7FFFFF,
+                     0x3F800000, 0xBF800000, 0x3F800001, 0x4B800000, 0x3EFFFFFF], np.uint32)
+HF_EDGES = np.array([0, 0x8000, 0x7C00, 0xFC00, 0x7E00, 0xFE01, 0x7C01, 1, 0x8001, 0x03FF,
+                     0x0400, 0x8400, 0x7BFF, 0xFBFF, 0x3C00, 0xBC00, 0x3C01, 0x3800, 0x5BF8,
+                     0x57F0, 0x57F8, 0xD7F8], np.uint16)
+
+
+def _sf(g, n, lo, hi):
+    e = g.integers(lo, hi + 1, n, dtype=np.uint32)
+    return (g.integers(0, 2, n, dtype=np.uint32) << 31) | (e << 23) | g.integers(0, 1 << 23, n, dtype=np.uint32)
+
+
+def _hf(g, n, lo, hi):
+    e = g.integers(lo, hi + 1, n, dtype=np.uint16)
+    return ((g.integers(0, 2, n, dtype=np.uint16) << 15) | (e << 10)
+            | g.integers(0, 1 << 10, n, dtype=np.uint16)).astype(np.uint16)
+
+
+def ieee_sf(g, n):
+    """the whole binary32 range, subnormals, zeros, infinities and NaNs"""
+    x = _sf(g, n, 1, 254)
+    sub = g.random(n) < 0.1
+    x[sub] = _sf(g, int(sub.sum()), 0, 0)[:]
+    x[: len(SF_EDGES)] = SF_EDGES
+    return x
+
+
+def ieee_hf(g, n):
+    x = _hf(g, n, 1, 30)
+    sub = g.random(n) < 0.1
+    x[sub] = _hf(g, int(sub.sum()), 0, 0)
+    x[: len(HF_EDGES)] = HF_EDGES
+    return x
+
+
+def finite_sf(g, n, span=40):
+    """normal numbers within 2^+-span, a few zeros: qfloat operands that cannot saturate"""
+    x = _sf(g, n, 127 - span, 127 + span)
+    x[:4] = [0, 0x80000000, 0x3F800000, 0xBF800000]
+    return x
+
+
+def finite_hf(g, n, span=7):
+    x = _hf(g, n, 15 - span, 15 + span)
+    x[:4] = [0, 0x8000, 0x3C00, 0xBC00]
+    return x
+
+
+def qf32(g, n, lo=127 - 60, hi=127 + 60):
+    m = g.integers(0, 1 << 24, n, dtype=np.uint32)
+    small = g.random(n) < 0.1              # unnormalised mantissas
+    m[small] = g.integers(0, 1 << 8, int(small.sum()), dtype=np.uint32) ^ np.where(
+        g.random(int(small.sum())) < 0.5, np.uint32(0xFFFFFF), np.uint32(0))
+    return (m << 8) | g.integers(lo, hi + 1, n, dtype=np.uint32)
+
+
+def qf16(g, n, lo=15 - 7, hi=15 + 7):
+    m = g.integers(0, 1 << 11, n, dtype=np.uint16)
+    return ((m << 5) | g.integers(lo, hi + 1, n, dtype=np.uint16)).astype(np.uint16)
+
+
+def pair_up(g, a, b, negate):
+    """make some b equal to a, to -a and to a one bit off: ties and cancellation"""
+    b = b.copy()
+    k = len(a) // 8
+    b[:k] = a[:k]
+    b[k:2 * k] = negate(a[k:2 * k])
+    b[2 * k:3 * k] = a[2 * k:3 * k] ^ g.integers(1, 4, k).astype(a.dtype)
+    return b
+
+
+def neg_sf(x):
+    return x ^ np.uint32(0x80000000)
+
+
+def neg_hf(x):
+    return x ^ np.uint16(0x8000)
+
+
+def neg_qf32(x):
+    return x ^ np.uint32(0xFFFFFF00)
+
+
+def neg_qf16(x):
+    return x ^ np.uint16(0xFFE0)
+
+
+# ---------------------------------------------------------------- exact rounding
+
+
+def round_f32(q: Fraction) -> int:
+    """the binary32 nearest to q, ties to even (finite q, |q| below FLT_MAX + half an ulp)"""
+    if q == 0:
+        return 0
+    x = np.float32(float(q))
+    cands = [np.nextafter(x, np.float32(-np.inf)), x, np.nextafter(x, np.float32(np.inf))]
+    best = min(cands, key=lambda c: (abs(Fraction(float(c)) - q), int(sf_bits(c)) & 1))
+    return int(sf_bits(best))
+
+
+# ---------------------------------------------------------------- models
+
+def sf_op(op):
+    def model(a, b):
+        with np.errstate(all="ignore"):
+            return dnan_sf(sf_bits(op(a.view(np.float32), b.view(np.float32))))
+    return model
+
+
+def hf_op(op):
+    def model(a, b):
+        with np.errstate(all="ignore"):
+            return dnan_hf(hf_bits(op(a.view(np.float16), b.view(np.float16))))
+    return model
+
+
+def sf_from_hf(a):
+    return dnan_sf(sf_bits(a.view(np.float16).astype(np.float32)))
+
+
+def hf_from_sf(a):
+    with np.errstate(all="ignore"):
+        return dnan_hf(hf_bits(a.view(np.float32).astype(np.float16)))
+
+
+def widen_op(op):
+    """hf operands made sf exactly, then one sf operation"""
+    def model(a, b):
+        with np.errstate(all="ignore"):
+            x = sf_bits(op(a.view(np.float16).astype(np.float32), b.view(np.float16).astype(np.float32)))
+        nan = ((a & 0x7FFF) > 0x7C00) | ((b & 0x7FFF) > 0x7C00)
+        return np.where(nan, np.uint32(SF_DNAN), dnan_sf(x)).astype(np.uint32)
+    return model
+
+
+def mpy_acc(acc, a, b):
+    out = np.empty(len(acc), np.uint32)
+    for i, (c, x, y) in enumerate(zip(acc, a, b)):
+        if (c & 0x7FFFFFFF) > 0x7F800000 or (x & 0x7FFF) > 0x7C00 or (y & 0x7FFF) > 0x7C00:
+            out[i] = SF_DNAN
+            continue
+        cv, xv, yv = float(sf_value(c)), float(hf_value(x)), float(hf_value(y))
+        if np.isinf(cv) or np.isinf(xv) or np.isinf(yv):
+            with np.errstate(all="ignore"):
+                out[i] = dnan_sf(sf_bits(np.float32(np.float64(cv) + np.float64(xv) * np.float64(yv))))
+        elif cv == 0 and xv * yv == 0:
+            out[i] = 0x80000000 if (c >> 31) and (np.signbit(xv) != np.signbit(yv)) else 0
+        else:
+            out[i] = round_f32(Fraction(cv) + Fraction(xv) * Fraction(yv))
+    return out
+
+
+def _order(v, nan_mag, neg):
+    """ordering by value with NaNs beyond the infinities, in their payload order"""
+    with np.errstate(all="ignore"):
+        r = np.where(np.isinf(v), np.sign(v) * 1e299, v)
+    return np.where(np.isnan(v), np.where(neg, -1.0, 1.0) * 1e300 * (1 + nan_mag / 2.0 ** 24), r)
+
+
+def sf_order(bits):
+    return _order(sf_value(bits), (bits & 0x7FFFFF).astype(np.float64), bits >> 31 == 1)
+
+
+def hf_order(bits):
+    return _order(hf_value(bits), (bits & 0x3FF).astype(np.float64), bits >> 15 == 1)
+
+
+def vmax(order):
+    def model(a, b):
+        zero = (order(a) == 0) & (order(b) == 0)
+        return np.where(zero, np.where(a == 0, a, b), np.where(order(b) > order(a), b, a)).astype(a.dtype)
+    return model
+
+
+def vmin(order):
+    def model(a, b):
+        zero = (order(a) == 0) & (order(b) == 0)
+        return np.where(zero, np.where(a == 0, b, a), np.where(order(a) > order(b), b, a)).astype(a.dtype)
+    return model
+
+
+def vfmax(value, dnan, sign, pick_max=True):
+    def model(a, b):
+        va, vb = value(a), value(b)
+        nan = np.isnan(va) | np.isnan(vb)
+        better = va > vb if pick_max else va < vb
+        tie = va == vb
+        # of +0 and -0, max takes +0 and min -0
+        on_tie = np.where((a >> sign == 1) == pick_max, b, a)
+        r = np.where(tie, on_tie, np.where(better, a, b))
+        return np.where(nan, dnan, r).astype(a.dtype)
+    return model
+
+
+def int_from_hf(a, lo, hi, rnd):
+    v = hf_value(a)
+    with np.errstate(all="ignore"):
+        r = np.clip(np.nan_to_num(rnd(v), nan=0.0, posinf=hi, neginf=lo), lo, hi)
+    return np.where(np.isnan(v), hi, r).astype(np.int64)
+
+
+def int_toward_zero(v, neg, lo, hi):
+    with np.errstate(all="ignore"):
+        r = np.clip(np.nan_to_num(np.trunc(v), nan=0.0, posinf=hi, neginf=lo), lo, hi)
+    return np.where(np.isnan(v), np.where(neg, lo, hi), r).astype(np.int64)
