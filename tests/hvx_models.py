@@ -11,6 +11,7 @@ architecture model rounds to within one u of the exact result (qemu-hexagon-hvx/
 
 from __future__ import annotations
 
+import struct
 from fractions import Fraction
 
 import numpy as np
@@ -18,6 +19,50 @@ import numpy as np
 VBYTES = 128
 SF_DNAN = 0x7FFFFFFF
 HF_DNAN = 0x7FFF
+
+# ---------------------------------------------------------------- the programs' protocol
+
+LIST_NAMES = 0xFFFFFFFF
+
+
+def program_stdin(op: int, inputs) -> bytes:
+    """u32 op, u32 n, then n records of four vectors a, b, c, d (tests/kernel_isa/hvx_isa.h)"""
+    vecs = [np.frombuffer(np.ascontiguousarray(x).tobytes(), np.uint8).reshape(-1, VBYTES) for x in inputs]
+    return struct.pack("<II", op, len(vecs[0])) + np.stack(vecs, 1).tobytes()
+
+
+def program_outputs(stdout: bytes):
+    """the lo and hi vectors of every record, as (records, 128) byte arrays"""
+    out = np.frombuffer(stdout, np.uint8).reshape(-1, 2, VBYTES)
+    return out[:, 0].copy(), out[:, 1].copy()
+
+
+def run_program(kernel_env, elf, names, name, inputs, htp="v73"):
+    done = kernel_env.run(elf, program_stdin(names.index(name), inputs), htp=htp)
+    assert done.returncode == 0, f"{name}: exit {done.returncode}: {done.stderr.decode(errors='replace')}"
+    return program_outputs(done.stdout)
+
+
+def program_names(kernel_env, elf, htp="v73"):
+    return kernel_env.run(elf, struct.pack("<II", LIST_NAMES, 0), htp=htp).stdout.decode().split()
+
+
+def assert_bits(name, got, want):
+    """got: (records, 128) bytes; want: an element array of the same bytes"""
+    want = np.frombuffer(np.ascontiguousarray(want).tobytes(), np.uint8).reshape(got.shape)
+    bad = np.nonzero((got != want).any(1))[0]
+    assert not len(bad), f"{name}: differs in {len(bad)} of {len(got)} vectors (first {bad[0]})"
+
+
+def assert_qf(name, got, exact, width):
+    """qfloat results within one unit of their exponent (2^(E - bias - frac)) of the exact values"""
+    value, unit = (qf32_value, qf32_unit) if width == 32 else (qf16_value, qf16_unit)
+    bits = got.view(np.uint32 if width == 32 else np.uint16).ravel()
+    err = np.abs(value(bits) - exact)
+    bad = np.nonzero(~(err <= unit(bits) + np.abs(exact) * 2.0 ** -50))[0]
+    assert not len(bad), (f"{name}: {len(bad)} results off by more than one unit, e.g. {bits[bad[0]]:#x} "
+                          f"= {value(bits[bad[0]])!r} for {exact[bad[0]]!r}")
+
 
 # ---------------------------------------------------------------- bit patterns and values
 

@@ -9,7 +9,6 @@ inputs tell the right semantic from it."""
 
 from __future__ import annotations
 
-import struct
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -292,50 +291,29 @@ def isa_run(kernel_env, tmp_path_factory):
     programs, results = {}, {}
     out = tmp_path_factory.mktemp("kernel_isa")
 
-    def program(prog):
-        if prog not in programs:
-            elf = kernel_env.compile([HERE / f"{prog}.c"], out / prog)
-            names = kernel_env.run(elf, struct.pack("<II", 0xFFFFFFFF, 0)).stdout.decode().split()
-            programs[prog] = (elf, names)
-        return programs[prog]
-
     def run(name):
         if name not in results:
             spec = SPECS[name]
-            elf, names = program(spec.prog)
+            if spec.prog not in programs:
+                elf = kernel_env.compile([HERE / f"{spec.prog}.c"], out / spec.prog)
+                programs[spec.prog] = (elf, M.program_names(kernel_env, elf))
             inputs = spec.make(np.random.default_rng(zlib.crc32(name.encode())))
-            vecs = [np.frombuffer(np.ascontiguousarray(x).tobytes(), np.uint8).reshape(RECORDS, M.VBYTES) for x in inputs]
-            stdin = struct.pack("<II", names.index(name), RECORDS) + np.stack(vecs, 1).tobytes()
-            done = kernel_env.run(elf, stdin)
-            assert done.returncode == 0, f"{name}: exit {done.returncode}: {done.stderr.decode(errors='replace')}"
-            out_vecs = np.frombuffer(done.stdout, np.uint8).reshape(RECORDS, 2, M.VBYTES)
-            results[name] = (inputs, out_vecs[:, 0].copy(), out_vecs[:, 1].copy())
+            results[name] = (inputs, *M.run_program(kernel_env, *programs[spec.prog], name, inputs))
         return results[name]
     return run
-
-
-def as_bytes(x) -> np.ndarray:
-    return np.frombuffer(np.ascontiguousarray(x).tobytes(), np.uint8).reshape(RECORDS, M.VBYTES)
 
 
 def check(name, model, inputs, lo, hi):
     spec = SPECS[name]
     want = model(*inputs)
     if spec.kind == "bits":
-        for got, exp, which in ((lo, want[0], "lo"), (hi, want[1], "hi")):
-            bad = np.nonzero((got != as_bytes(exp)).any(1))[0]
-            assert not len(bad), f"{name}: {which} differs in {len(bad)} of {RECORDS} vectors (first {bad[0]})"
-        return
-    width = 32 if spec.kind.startswith("qf32") else 16
-    value, unit = (M.qf32_value, M.qf32_unit) if width == 32 else (M.qf16_value, M.qf16_unit)
-    dtype = np.uint32 if width == 32 else np.uint16
-    outs = ((lo, want[0]), (hi, want[1])) if spec.kind == "qf32pair" else ((lo, want[0]),)
-    for got, exact in outs:
-        bits = got.view(dtype).ravel()
-        err = np.abs(value(bits) - exact)
-        bad = np.nonzero(~(err <= unit(bits) + np.abs(exact) * 2.0 ** -50))[0]
-        assert not len(bad), (f"{name}: {len(bad)} results off by more than one unit, e.g. {bits[bad[0]]:#x} "
-                              f"= {value(bits[bad[0]])!r} for {exact[bad[0]]!r}")
+        M.assert_bits(f"{name} lo", lo, want[0])
+        M.assert_bits(f"{name} hi", hi, want[1])
+    else:
+        width = 32 if spec.kind.startswith("qf32") else 16
+        M.assert_qf(f"{name} lo", lo, want[0], width)
+        if spec.kind == "qf32pair":
+            M.assert_qf(f"{name} hi", hi, want[1], width)
 
 
 @pytest.mark.parametrize("name", sorted(SPECS))
