@@ -117,6 +117,48 @@ def dnan_hf(bits) -> np.ndarray:
     return np.where((bits & 0x7FFF) > 0x7C00, np.uint16(HF_DNAN), bits).astype(np.uint16)
 
 
+# ---------------------------------------------------------------- qfloat result exponents
+#
+# A qfloat result is not normalised: an add or subtract keeps the exponent of its larger operand
+# (normalised: max(e_big + floor(log2 |sig_big|), e_small)), a multiply the sum of the operand
+# exponents; rounding may move it up by one.
+
+FORMATS = {"qf32": (23, 127), "qf16": (10, 15), "sf": (23, 127), "hf": (10, 15)}
+
+
+def operand(bits, kind):
+    """(unbiased exponent, significand in units of 2^-frac) of qfloat or IEEE operands"""
+    bits = np.asarray(bits)
+    if kind in ("qf32", "qf16"):
+        ebits = 8 if kind == "qf32" else 5
+        signed = bits.view(np.int32 if kind == "qf32" else np.int16).astype(np.int64)
+        return (bits & ((1 << ebits) - 1)).astype(np.int64) - FORMATS[kind][1], 2 * (signed >> ebits) + 1
+    frac, bias = FORMATS[kind]
+    e = (bits.astype(np.int64) >> frac) & (0xFF if kind == "sf" else 0x1F)
+    sig = (bits.astype(np.int64) & ((1 << frac) - 1)) | np.where(e > 0, 1 << frac, 0)
+    return np.maximum(e, 1) - bias, sig
+
+
+def add_exponent(u, v, frac, bias):
+    """the biased exponent an add/subtract rounds at"""
+    (eu, su), (ev, sv) = u, v
+    def ilog(s):
+        with np.errstate(divide="ignore"):
+            return np.where(s == 0, -(frac + 1), np.floor(np.log2(np.abs(s) + (s == 0))).astype(np.int64) - frac)
+    big_u = eu > ev
+    e = np.where(big_u, np.maximum(eu + ilog(su), ev), np.maximum(ev + ilog(sv), eu))
+    return e + bias
+
+
+def assert_exponent(name, got, want, exact, width):
+    """a qfloat result's exponent field is the operation's exponent or one above (0 for a zero)"""
+    bits = got.view(np.uint32 if width == 32 else np.uint16).ravel()
+    field = (bits & (0xFF if width == 32 else 0x1F)).astype(np.int64)
+    ok = (field == want) | (field == want + 1) | ((exact == 0) & (field == 0))
+    bad = np.nonzero(~ok)[0]
+    assert not len(bad), f"{name}: {len(bad)} results at exponent {field[bad[0]]}, the operation's is {want[bad[0]]}"
+
+
 # ---------------------------------------------------------------- inputs
 
 SF_EDGES = np.array([0, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0xFFC00001, 0x7F800001, 1,

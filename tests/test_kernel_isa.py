@@ -30,6 +30,7 @@ class Spec:
     expect: Callable               # inputs -> expected lo, hi
     wrong: Callable
     kind: str = "bits"             # bits | qf32 | qf16 | qf32pair: how lo/hi are compared
+    exponent: Callable | None = None  # qfloat: inputs -> the biased exponent(s) it rounds at
 
 
 def vec(x, dtype):
@@ -213,35 +214,51 @@ def convert_specs():
     return s
 
 
+def add_exponent(ka, kb):
+    frac, bias = M.FORMATS[ka]
+    return lambda a, b, c, d: (M.add_exponent(M.operand(a, ka), M.operand(b, kb), frac, bias),)
+
+
+def mpy_exponent(ka, kb, bias, pair=False):
+    if not pair:
+        return lambda a, b, c, d: (M.operand(a, ka)[0] + M.operand(b, kb)[0] + bias,)
+    return lambda a, b, c, d: tuple(M.operand(lanes(a, 2)[..., k].ravel(), ka)[0] +
+                                    M.operand(lanes(b, 2)[..., k].ravel(), kb)[0] + bias for k in (0, 1))
+
+
 def qfloat_specs():
     s = {}
-    for w, q, ieee, neg_q, neg_i, qval, ival, fq, fi in (
-            ("32", QF32, fsf_sub, M.neg_qf32, M.neg_sf, M.qf32_value, M.sf_value, "sf", "qf32"),
-            ("16", QF16, FHF, M.neg_qf16, M.neg_hf, M.qf16_value, M.hf_value, "hf", "qf16")):
-        qnear = (lambda g, q=q, w=w: M.qf32(g, N32, 127 - 40, 127 + 40)) if w == "32" else q
-        kind = f"qf{w}"
+    for w, q, ieee, neg_q, neg_i, qval, ival, fq in (
+            ("32", QF32, fsf_sub, M.neg_qf32, M.neg_sf, M.qf32_value, M.sf_value, "sf"),
+            ("16", QF16, FHF, M.neg_qf16, M.neg_hf, M.qf16_value, M.hf_value, "hf")):
+        qnear = (lambda g: M.qf32(g, N32, 127 - 40, 127 + 40)) if w == "32" else q
+        kind, qk = f"qf{w}", f"qf{w}"
         for op, other, name in ((np.add, np.subtract, "add"), (np.subtract, np.add, "sub")):
             s[f"v{name}_qf{w}"] = Spec("qfloat", ab(q, negate=neg_q), one(lambda a, b, v=qval, o=op: o(v(a), v(b))),
-                                       one(lambda a, b, v=qval, o=other: o(v(a), v(b))), kind)
+                                       one(lambda a, b, v=qval, o=other: o(v(a), v(b))), kind, add_exponent(qk, qk))
             s[f"v{name}_{fq}"] = Spec("qfloat", ab(ieee, negate=neg_i), one(lambda a, b, v=ival, o=op: o(v(a), v(b))),
-                                      one(lambda a, b, v=ival, o=other: o(v(a), v(b))), kind)
-            s[f"v{name}_qf{w}_mix"] = Spec("qfloat", ab(qnear, ieee), one(lambda a, b, v=qval, u=ival, o=op: o(v(a), u(b))),
-                                           one(lambda a, b, v=qval, u=ival, o=op: o(v(a), np.abs(u(b)))), kind)
+                                      one(lambda a, b, v=ival, o=other: o(v(a), v(b))), kind, add_exponent(fq, fq))
+            s[f"v{name}_qf{w}_mix"] = Spec("qfloat", ab(qnear, ieee),
+                                           one(lambda a, b, v=qval, u=ival, o=op: o(v(a), u(b))),
+                                           one(lambda a, b, v=qval, u=ival, o=op: o(v(a), np.abs(u(b)))), kind,
+                                           add_exponent(qk, fq))
     qwide, fwide = (lambda g: M.qf32(g, N32)), (lambda g: M.finite_sf(g, N32, 60))
     mul = lambda v, u=None: one(lambda a, b: v(a) * (u or v)(b))  # noqa: E731
     mul_abs = lambda v, u=None: one(lambda a, b: v(a) * np.abs((u or v)(b)))  # noqa: E731
-    s["vmpy_qf32"] = Spec("qfloat", ab(qwide), mul(M.qf32_value), one(lambda a, b: M.qf32_value(a) + M.qf32_value(b)), "qf32")
-    s["vmpy_qf32_sf"] = Spec("qfloat", ab(fwide), mul(M.sf_value), mul_abs(M.sf_value), "qf32")
-    s["vmpy_qf16"] = Spec("qfloat", ab(QF16), mul(M.qf16_value), one(lambda a, b: M.qf16_value(a) + M.qf16_value(b)), "qf16")
-    s["vmpy_qf16_hf"] = Spec("qfloat", ab(FHF), mul(M.hf_value), mul_abs(M.hf_value), "qf16")
+    s["vmpy_qf32"] = Spec("qfloat", ab(qwide), mul(M.qf32_value), one(lambda a, b: M.qf32_value(a) + M.qf32_value(b)),
+                          "qf32", mpy_exponent("qf32", "qf32", 127))
+    s["vmpy_qf32_sf"] = Spec("qfloat", ab(fwide), mul(M.sf_value), mul_abs(M.sf_value), "qf32", mpy_exponent("sf", "sf", 127))
+    s["vmpy_qf16"] = Spec("qfloat", ab(QF16), mul(M.qf16_value), one(lambda a, b: M.qf16_value(a) + M.qf16_value(b)),
+                          "qf16", mpy_exponent("qf16", "qf16", 15))
+    s["vmpy_qf16_hf"] = Spec("qfloat", ab(FHF), mul(M.hf_value), mul_abs(M.hf_value), "qf16", mpy_exponent("hf", "hf", 15))
     s["vmpy_qf16_mix_hf"] = Spec("qfloat", ab(QF16, FHF), mul(M.qf16_value, M.hf_value),
-                                 mul_abs(M.qf16_value, M.hf_value), "qf16")
-    for name, u, v in (("qf16", M.qf16_value, M.qf16_value), ("hf", M.hf_value, M.hf_value),
-                       ("mix_hf", M.qf16_value, M.hf_value)):
-        gens = {"qf16": (QF16, QF16), "hf": (FHF, FHF), "mix_hf": (QF16, FHF)}[name]
+                                 mul_abs(M.qf16_value, M.hf_value), "qf16", mpy_exponent("qf16", "hf", 15))
+    for name, ka, kb in (("qf16", "qf16", "qf16"), ("hf", "hf", "hf"), ("mix_hf", "qf16", "hf")):
+        u, v = (M.qf16_value if ka == "qf16" else M.hf_value), (M.qf16_value if kb == "qf16" else M.hf_value)
+        gens = (QF16 if ka == "qf16" else FHF, QF16 if kb == "qf16" else FHF)
         pair = even_odd(lambda a, b, u=u, v=v: u(a) * v(b))
         wrong = swapped(pair) if name != "mix_hf" else even_odd(lambda a, b, u=u, v=v: u(a) * np.abs(v(b)))
-        s[f"vmpy_qf32_{name}"] = Spec("qfloat", ab(*gens), pair, wrong, "qf32pair")
+        s[f"vmpy_qf32_{name}"] = Spec("qfloat", ab(*gens), pair, wrong, "qf32pair", mpy_exponent(ka, kb, 127, pair=True))
 
     trunc_sf = toward_zero_sf(lambda x: M.sf_bits(x.astype(np.float32)))
     trunc_hf = toward_zero_sf(lambda x: M.hf_bits(x.astype(np.float16)))
@@ -309,11 +326,12 @@ def check(name, model, inputs, lo, hi):
     if spec.kind == "bits":
         M.assert_bits(f"{name} lo", lo, want[0])
         M.assert_bits(f"{name} hi", hi, want[1])
-    else:
-        width = 32 if spec.kind.startswith("qf32") else 16
-        M.assert_qf(f"{name} lo", lo, want[0], width)
-        if spec.kind == "qf32pair":
-            M.assert_qf(f"{name} hi", hi, want[1], width)
+        return
+    width = 32 if spec.kind.startswith("qf32") else 16
+    outs = (lo, hi) if spec.kind == "qf32pair" else (lo,)
+    for got, exact, exponent, which in zip(outs, want, spec.exponent(*inputs), ("lo", "hi")):
+        M.assert_qf(f"{name} {which}", got, exact, width)
+        M.assert_exponent(f"{name} {which}", got, exponent, exact, width)
 
 
 @pytest.mark.parametrize("name", sorted(SPECS))

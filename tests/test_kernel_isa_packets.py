@@ -27,7 +27,7 @@ def inputs(kind):
         return a, b, M.finite_sf(g, N32, 20), M.finite_sf(g, N32, 20)
     a, b, c, d = (M.finite_sf(g, N32, 20) for _ in range(4))
     b = M.pair_up(g, a, b, M.neg_sf)
-    return a, b, c, d
+    return a, b, c, (M.qf32(g, N32, 0, 254) if kind == "sf_qf" else d)
 
 
 def ieee(op):
@@ -63,6 +63,9 @@ PACKETS = {
     "pk_dv_b": ("sf", (32, lambda a, b, c, d: qf_exact(np.subtract)(c, d)), (32, lambda a, b, c, d: qf_exact(np.subtract)(c, d))),
     "pk_all": ("sf", ("bits", lambda a, b, c, d: ieee(np.add)(a, b)), (32, lambda a, b, c, d: qf_exact(np.add)(c, d))),
     "pk_all_b": ("sf", ("bits", lambda a, b, c, d: SF_MAX(a, b)), ("bits", lambda a, b, c, d: SF_MAX(a, b))),
+    "pk_vx2_vs": ("sf", (32, lambda a, b, c, d: qf_exact(np.add)(c, d)), ("bits", lambda a, b, c, d: ieee(np.add)(a, b))),
+    "pk_vx2_conv": ("sf_qf", ("bits", lambda a, b, c, d: M.sf_bits(M.qf32_value(d).astype(np.float32))),
+                    ("bits", lambda a, b, c, d: ieee(np.subtract)(a, b))),
     "pk_acc": ("hf", ("bits", lambda *x: acc_pair(*x)[0]), ("bits", lambda *x: acc_pair(*x)[1])),
     "cc_ieee_chain": ("sf", ("bits", lambda a, b, c, d: ieee(np.add)(ieee(np.add)(a, b), ieee(np.add)(c, d))),
                       ("bits", lambda a, b, c, d: ieee(np.subtract)(ieee(np.subtract)(a, b), ieee(np.subtract)(c, d)))),

@@ -46,6 +46,13 @@ PK(pk_dv_b, DV, "v12", "v12")
 PK(pk_all, ALL, "v10", "v11")
 PK(pk_all_b, ALL, "v12", "v12")
 
+/* two VX in slots 2 and 3 push a VS qfloat add (or conversion) and a VA compare into 1 and 0 */
+#define VX2VS "{ v10.sf = vadd(%2.sf,%3.sf)\n v11.sf = vsub(%2.sf,%3.sf)\n" \
+              "  v12.qf32 = vadd(%4.sf,%5.sf)\n q0 = vcmp.gt(%2.sf,%3.sf) }"
+PK(pk_vx2_vs, VX2VS, "v12", "v10")
+#define VX2CONV "{ v10.sf = vadd(%2.sf,%3.sf)\n v11.sf = vsub(%2.sf,%3.sf)\n v12.sf = %5.qf32 }"
+PK(pk_vx2_conv, VX2CONV, "v12", "v11")
+
 /* the hf->sf accumulate beside a vector load */
 #define ACC "v11:10 = vcombine(%5,%4)\n{ v11:10.sf += vmpy(%2.hf,%3.hf)\n v12 = vmem(%6+#0) }"
 PK(pk_acc, ACC, "v10", "v11")
@@ -77,7 +84,8 @@ ISA_FN(cc_ieee_chain)
 static const struct isa_insn table[] = {
     { "pk_vx2", pk_vx2 }, { "pk_mix3", pk_mix3 }, { "pk_mix3_b", pk_mix3_b },
     { "pk_va4", pk_va4 }, { "pk_va4_b", pk_va4_b }, { "pk_dv", pk_dv }, { "pk_dv_b", pk_dv_b },
-    { "pk_all", pk_all }, { "pk_all_b", pk_all_b }, { "pk_acc", pk_acc },
+    { "pk_all", pk_all }, { "pk_all_b", pk_all_b }, { "pk_vx2_vs", pk_vx2_vs },
+    { "pk_vx2_conv", pk_vx2_conv }, { "pk_acc", pk_acc },
     { "cc_qf_chain", cc_qf_chain }, { "cc_ieee_chain", cc_ieee_chain },
 };
 
