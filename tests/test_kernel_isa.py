@@ -94,7 +94,7 @@ def interleave(model):
 
 N32, N16, N8 = RECORDS * 32, RECORDS * 64, RECORDS * 128
 SF, HF = (lambda g: M.ieee_sf(g, N32)), (lambda g: M.ieee_hf(g, N16))
-FSF, FHF = (lambda g: M.finite_sf(g, N32)), (lambda g: M.finite_hf(g, N16))
+FHF = lambda g: M.finite_hf(g, N16)  # noqa: E731
 QF32, QF16 = (lambda g: M.qf32(g, N32)), (lambda g: M.qf16(g, N16))
 
 
@@ -123,12 +123,13 @@ def ints(dtype, n):
     return gen
 
 
-def toward_zero_sf(model):
+def toward_zero(model):
     """the same conversion with truncation: one step toward zero where rounding went away from it"""
     def wrong(x, exact):
         r = model(x)
         back = M.sf_value(r) if r.dtype == np.uint32 else M.hf_value(r)
-        away = np.isfinite(back) & (np.abs(back) > np.abs(exact)) & ((r & (0x7FFFFFFF if r.dtype == np.uint32 else 0x7FFF)) != 0)
+        magnitude = r & (0x7FFFFFFF if r.dtype == np.uint32 else 0x7FFF)
+        away = np.isfinite(back) & (np.abs(back) > np.abs(exact)) & (magnitude != 0)
         return np.where(away, r - 1, r).astype(r.dtype)
     return wrong
 
@@ -170,7 +171,7 @@ def convert_specs():
     s = {}
     s["vcvt_sf_hf"] = Spec("convert", unary(HF), even_odd(lambda a, b: M.sf_from_hf(a)),
                            swapped(even_odd(lambda a, b: M.sf_from_hf(a))))
-    trunc_hf = toward_zero_sf(M.hf_from_sf)
+    trunc_hf = toward_zero(M.hf_from_sf)
     s["vcvt_hf_sf"] = Spec("convert", ab(SF), interleave(M.hf_from_sf),
                            interleave(lambda x: trunc_hf(x, M.sf_value(x))))
 
@@ -197,7 +198,7 @@ def convert_specs():
                                     lambda *x, n=narrow: n(*x, rnd=np.trunc))
     exact_w = lambda a: a.astype(np.float64)  # noqa: E731
     s["vconv_sf_w"] = Spec("convert", unary(ints(np.int32, N32)), one1(lambda a: M.sf_bits(a.astype(np.float32))),
-                           one1(lambda a: toward_zero_sf(lambda x: M.sf_bits(x.astype(np.float32)))(a, exact_w(a))))
+                           one1(lambda a: toward_zero(lambda x: M.sf_bits(x.astype(np.float32)))(a, exact_w(a))))
 
     def to_int(v, bits, lo, hi, rnd_wrong=False):
         val = M.sf_value(v) if bits == 32 else M.hf_value(v)
@@ -260,8 +261,8 @@ def qfloat_specs():
         wrong = swapped(pair) if name != "mix_hf" else even_odd(lambda a, b, u=u, v=v: u(a) * np.abs(v(b)))
         s[f"vmpy_qf32_{name}"] = Spec("qfloat", ab(*gens), pair, wrong, "qf32pair", mpy_exponent(ka, kb, 127, pair=True))
 
-    trunc_sf = toward_zero_sf(lambda x: M.sf_bits(x.astype(np.float32)))
-    trunc_hf = toward_zero_sf(lambda x: M.hf_bits(x.astype(np.float16)))
+    trunc_sf = toward_zero(lambda x: M.sf_bits(x.astype(np.float32)))
+    trunc_hf = toward_zero(lambda x: M.hf_bits(x.astype(np.float16)))
     s["vconv_sf_qf32"] = Spec("qfloat", unary(lambda g: M.qf32(g, N32, 0, 254)),
                               one1(lambda a: M.sf_bits(M.qf32_value(a).astype(np.float32))),
                               one1(lambda a: trunc_sf(M.qf32_value(a), M.qf32_value(a))))
