@@ -169,43 +169,46 @@ HF_EDGES = np.array([0, 0x8000, 0x7C00, 0xFC00, 0x7E00, 0xFE01, 0x7C01, 1, 0x800
                      0x57F0, 0x57F8, 0xD7F8], np.uint16)
 
 
-def _sf(g, n, lo, hi):
+def sf_random(g, n, lo, hi):
     e = g.integers(lo, hi + 1, n, dtype=np.uint32)
     return (g.integers(0, 2, n, dtype=np.uint32) << 31) | (e << 23) | g.integers(0, 1 << 23, n, dtype=np.uint32)
 
 
-def _hf(g, n, lo, hi):
+def hf_random(g, n, lo, hi):
     e = g.integers(lo, hi + 1, n, dtype=np.uint16)
     return ((g.integers(0, 2, n, dtype=np.uint16) << 15) | (e << 10)
             | g.integers(0, 1 << 10, n, dtype=np.uint16)).astype(np.uint16)
 
 
 def ieee_sf(g, n):
-    """the whole binary32 range, subnormals, zeros, infinities and NaNs"""
-    x = _sf(g, n, 1, 254)
+    """the whole binary32 range, subnormals, zeros, infinities and NaNs; the edge cases at the start
+    and, shuffled (so that two operands meet other edges), in the middle"""
+    x = sf_random(g, n, 1, 254)
     sub = g.random(n) < 0.1
-    x[sub] = _sf(g, int(sub.sum()), 0, 0)[:]
+    x[sub] = sf_random(g, int(sub.sum()), 0, 0)
     x[: len(SF_EDGES)] = SF_EDGES
+    x[n // 2: n // 2 + len(SF_EDGES)] = g.permutation(SF_EDGES)
     return x
 
 
 def ieee_hf(g, n):
-    x = _hf(g, n, 1, 30)
+    x = hf_random(g, n, 1, 30)
     sub = g.random(n) < 0.1
-    x[sub] = _hf(g, int(sub.sum()), 0, 0)
+    x[sub] = hf_random(g, int(sub.sum()), 0, 0)
     x[: len(HF_EDGES)] = HF_EDGES
+    x[n // 2: n // 2 + len(HF_EDGES)] = g.permutation(HF_EDGES)
     return x
 
 
 def finite_sf(g, n, span=40):
     """normal numbers within 2^+-span, a few zeros: qfloat operands that cannot saturate"""
-    x = _sf(g, n, 127 - span, 127 + span)
+    x = sf_random(g, n, 127 - span, 127 + span)
     x[:4] = [0, 0x80000000, 0x3F800000, 0xBF800000]
     return x
 
 
 def finite_hf(g, n, span=7):
-    x = _hf(g, n, 15 - span, 15 + span)
+    x = hf_random(g, n, 15 - span, 15 + span)
     x[:4] = [0, 0x8000, 0x3C00, 0xBC00]
     return x
 

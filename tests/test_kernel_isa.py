@@ -101,7 +101,7 @@ QF32, QF16 = (lambda g: M.qf32(g, N32)), (lambda g: M.qf16(g, N16))
 def fsf_sub(g):
     """finite sf with a tenth subnormal"""
     x = M.finite_sf(g, N32)
-    x[-(N32 // 10):] = M._sf(g, N32 // 10, 0, 0)
+    x[-(N32 // 10):] = M.sf_random(g, N32 // 10, 0, 0)
     return x
 
 
