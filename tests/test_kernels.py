@@ -40,7 +40,7 @@ def planted(tree: Path, dest: Path, edits: list[tuple[str, str, str]]) -> Path:
     return dest
 
 
-def test_the_unchanged_tree_passes_on_v73(cli, kernel_env, tree_0_3_28, tmp_path):
+def test_the_unchanged_tree_passes_on_v73(cli, kernel_check_env, tree_0_3_28, tmp_path):
     r = cli("--json", "test", "kernels", "--source", str(tree_0_3_28), "--htp", "v73", "--out", str(tmp_path / "out"))
     doc = r.json
     assert r.rc == 0, (r.err, doc.get("reason"))
@@ -65,7 +65,7 @@ def test_the_unchanged_tree_passes_on_v73(cli, kernel_env, tree_0_3_28, tmp_path
                               "HVX_Vector r0_d = Q6_Vh_vshuff_Vh(*(const HVX_UVector *) (r0_x_d + i * x_dblk_size));",
                               "HVX_Vector r0_d = *(const HVX_UVector *) (r0_x_d + i * x_dblk_size);")]),
 ])
-def test_a_bug_planted_in_the_dsp_code_fails_naming_the_op(cli, kernel_env, tree_0_3_28, tmp_path, bug, edits):
+def test_a_bug_planted_in_the_dsp_code_fails_naming_the_op(cli, kernel_check_env, tree_0_3_28, tmp_path, bug, edits):
     tree = planted(tree_0_3_28, tmp_path / "tree", edits)
     r = cli("--json", "test", "kernels", "--source", str(tree), "--ops", "MUL_MAT", "--types", "q4_0",
             "--out", str(tmp_path / "out"))
@@ -77,7 +77,7 @@ def test_a_bug_planted_in_the_dsp_code_fails_naming_the_op(cli, kernel_env, tree
     assert "MUL_MAT" in r.err.splitlines()[-2] or "MUL_MAT" in r.err
 
 
-def test_a_tree_whose_kernels_do_not_compile_names_the_first_error(cli, kernel_env, tree_0_3_28, tmp_path):
+def test_a_tree_whose_kernels_do_not_compile_names_the_first_error(cli, kernel_check_env, tree_0_3_28, tmp_path):
     tree = planted(tree_0_3_28, tmp_path / "tree", [("hvx_vec_load_q4x4x8_full", "HVX_Vector v0_1 = vptr[0];",
                                                      "HVX_Vector v0_1 = vptr[0] +;")])
     r = cli("test", "kernels", "--source", str(tree), "--ops", "MUL_MAT", "--out", str(tmp_path / "out"))
@@ -87,7 +87,7 @@ def test_a_tree_whose_kernels_do_not_compile_names_the_first_error(cli, kernel_e
     assert not (tmp_path / "out").exists()
 
 
-def test_a_revision_it_cannot_run_says_why_per_op(cli, kernel_env, tree_0_3_36, tmp_path):
+def test_a_revision_it_cannot_run_says_why_per_op(cli, kernel_check_env, tree_0_3_36, tmp_path):
     """0.3.36: its matmul is HMX assembly (compiled to find out), and its op context (work queues,
     host-computed kernel parameters) is one the harness does not drive: nothing runs, each op says why."""
     r = cli("--json", "test", "kernels", "--source", str(tree_0_3_36), "--ops", "MUL_MAT,ADD",
@@ -100,7 +100,7 @@ def test_a_revision_it_cannot_run_says_why_per_op(cli, kernel_env, tree_0_3_36, 
     assert any(d["unit"] == "matmul-ops.c" and "HMX" in d["reason"] for b in doc["builds"] for d in b["dropped_units"])
 
 
-def test_ctrl_c_leaves_no_container_and_no_result(kernel_env, docker_client, tree_0_3_28, tmp_path):
+def test_ctrl_c_leaves_no_container_and_no_result(kernel_check_env, docker_client, tree_0_3_28, tmp_path):
     out = tmp_path / "out"
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
     p = subprocess.Popen([sys.executable, "-m", "hexbuild", "test", "kernels", "--source", str(tree_0_3_28),
@@ -125,7 +125,7 @@ def test_ctrl_c_leaves_no_container_and_no_result(kernel_env, docker_client, tre
     assert not out.exists()
 
 
-def test_compare_device_shows_where_the_emulator_and_a_device_differ(cli, kernel_env, tree_0_3_28, tmp_path):
+def test_compare_device_shows_where_the_emulator_and_a_device_differ(cli, kernel_check_env, tree_0_3_28, tmp_path):
     import numpy as np
 
     first = tmp_path / "emulated"
@@ -153,6 +153,6 @@ def test_compare_device_shows_where_the_emulator_and_a_device_differ(cli, kernel
     assert all(c["error"] == 0 for c in cmp["cases"] if not c["differ"])  # the same cases, bit for bit
 
 
-def test_compare_device_refuses_what_is_not_a_results_directory(cli, kernel_env, tree_0_3_28, tmp_path):
+def test_compare_device_refuses_what_is_not_a_results_directory(cli, kernel_check_env, tree_0_3_28, tmp_path):
     r = cli("test", "kernels", "--source", str(tree_0_3_28), "--compare-device", str(tmp_path))
     assert r.rc == errors.USAGE and "is not a kernel results directory" in r.err

@@ -42,7 +42,7 @@ def kernel_image(docker_client) -> str:
 
 
 @pytest.fixture
-def kernel_env(kernel_image, docker_env, monkeypatch, tmp_path):
+def kernel_check_env(kernel_image, docker_env, monkeypatch, tmp_path):
     """What ``hexbuild test kernels`` needs: DOCKER_HOST at the test engine holding the image, and
     hexbuild's caches in the test's own directory (the work directories of the trees it builds)."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
