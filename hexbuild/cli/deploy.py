@@ -12,7 +12,7 @@ from . import common
 # Written out, not read from targets.registry: that would import every target module at every
 # start. tests/test_targets.py holds it to the registry's forms.
 TARGET_FORMS = ("adb | adb:SERIAL | adb://HOST[:PORT][/SERIAL] | adb+ssh://[USER@]HOST[:PORT][/SERIAL] | "
-                "adb+tcp://HOST[:PORT] | ssh://[USER@]HOST[:PORT] | local:DIR | qemu[:DIR]")
+                "adb+tcp://HOST[:PORT] | ssh://[USER@]HOST[:PORT] | local:DIR | qemu[:DIR] | qemu+npu[:DIR]")
 # rich markup: a literal '[' is written '\\['
 TARGET_HELP = (TARGET_FORMS + " (repeatable)").replace("[", "\\[")
 
