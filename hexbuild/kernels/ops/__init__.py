@@ -22,14 +22,16 @@ class Family:
     make: Callable[[KernelTree, str, str, np.random.Generator], list[KernelCase]]  # (tree, op, type, rng)
 
 
-FAMILIES = ("matmul",)
+FAMILIES = ("matmul", "binary", "unary")
 
 
 def families() -> dict[str, Family]:
-    """op name -> the family that makes its cases."""
+    """op name -> the family that makes its cases (a module declares FAMILY, or FAMILIES when its
+    ops vary different types)."""
     out: dict[str, Family] = {}
     for name in FAMILIES:
-        fam: Family = importlib.import_module(f"{__name__}.{name}").FAMILY
-        for op in fam.ops:
-            out[op] = fam
+        module = importlib.import_module(f"{__name__}.{name}")
+        for fam in getattr(module, "FAMILIES", None) or (module.FAMILY,):
+            for op in fam.ops:
+                out[op] = fam
     return out
