@@ -30,10 +30,17 @@ TOLERANCE = 1e-7
 # 1.34e-7, above its 1e-7; emulated it is 1.3e-7 to 2.4e-7 (the polynomial is not exact). A wrong
 # constant or a dropped tail costs far more (1e-3 and up), so 5e-7 keeps this case meaningful.
 TOLERANCE_DIV_F16 = 5e-7
+# ADD and SUB f16 before v79 widen to qf32, add there and convert back (hvx_vec_add_f16_f16). On
+# the emulator's pre-v79 qfloat model a qf32 value is an odd multiple of its unit, so an exact
+# f16 tie (about one sum in five of test-backend-ops' inputs) cannot be held and lands past the
+# tie, away from zero: every element that differs from ggml's round-to-nearest-even does so by one
+# ulp on a tie (checked on every case). That alone is an NMSE of 7e-8 to 1.2e-7 around 1e-7; a
+# NumPy model of ties-away rounding gives 1.2e-7. Not compared with silicon: it is the model's.
+TOLERANCE_F16_TIES = 3e-7
 OPS = {"ADD": np.add, "SUB": np.subtract, "MUL": np.multiply, "DIV": np.divide}
 # (src0 ne, src1 ne, src0 a view into a larger tensor); ne in ggml's order. Over 2,000 elements
-# each: the f16 results differ from ggml's in about one element of ten (ties of the rounding, see
-# the README), so a small case's NMSE would swing around its mean of 8e-8.
+# each: the f16 sums differ from ggml's in about one element of ten (the ties above), so a small
+# case's NMSE would swing widely around its mean.
 SHAPES = (
     ((256, 5, 3, 1), (256, 5, 3, 1), False),    # same shape, 15 rows over 4 threads
     ((128, 9, 2, 1), (128, 1, 1, 1), False),    # row broadcast
@@ -48,8 +55,8 @@ SHAPES = (
 # The backend sends this shape too (src1 repeated along dim 1 only, ne0 a multiple of 128), and
 # the 0.3.20 and 0.3.28 trees get it wrong: binary_job_vector_same_shape copies block_size rows of
 # src1 at its row stride where it should repeat its one row (rows of other planes, and past its
-# end; NMSE 0.58). Left out of the default cases so that an unchanged tree passes; --seed does not
-# change it. Reported upstream-worthy, see the README.
+# end; NMSE 0.58). Left out of the default cases so that an unchanged tree passes: a bug of the
+# revisions, not of a kernel under edit.
 SAME_SHAPE_DIM1_REPEAT = ((256, 4, 3, 1), (256, 1, 3, 1), False)
 
 
@@ -66,7 +73,8 @@ def _binary(tree: KernelTree, op: str, t: str, rng: np.random.Generator) -> list
         reps = tuple(x // y for x, y in zip(reversed(ne0), reversed(ne1)))
         want = rounded(OPS[op](a, np.tile(b, reps)), t)
         a_src = src(t, a, grown_nb(t, ne0, (2, 1, 1, 1))) if view else src(t, a)
-        tol = TOLERANCE_DIV_F16 if (op, t) == ("DIV", "f16") else TOLERANCE
+        tol = {("DIV", "f16"): TOLERANCE_DIV_F16, ("ADD", "f16"): TOLERANCE_F16_TIES,
+               ("SUB", "f16"): TOLERANCE_F16_TIES}.get((op, t), TOLERANCE)
         cases.append(case(op, t, label(a=ne0, b=ne1) + (" view" if view else ""), [a_src, src(t, b)],
                           dst(t, ne0), want, tol))
     return cases
