@@ -22,7 +22,7 @@ class Family:
     make: Callable[[KernelTree, str, str, np.random.Generator], list[KernelCase]]  # (tree, op, type, rng)
 
 
-FAMILIES = ("matmul", "binary", "unary", "act", "softmax", "rope", "rows", "cpy", "shape", "reduce", "argsort", "solve_tri", "matmul_id", "flash_attn", "ssm_conv")
+FAMILIES = ("matmul", "binary", "unary", "act", "softmax", "rope", "rows", "cpy", "shape", "reduce", "argsort", "solve_tri", "matmul_id", "flash_attn", "ssm_conv", "gated_delta_net")
 
 
 def families() -> dict[str, Family]:
