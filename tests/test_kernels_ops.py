@@ -59,9 +59,11 @@ def test_every_op_of_the_0_3_28_tree_runs_and_passes_on_v73(cli, kernel_env, tre
      "Q6_Q_vsetq_R(nloe * 2)"),
     # NEOX rotation with the sign of one product flipped
     ("ROPE", "rope-ops.c", "static inline void hvx_rope_neox_f32_aa",
-     "HVX_Vector v5 = Q6_Vqf32_vadd_Vqf32Vqf32(vx0_s, vx1_c);", "HVX_Vector v5 = Q6_Vqf32_vsub_Vqf32Vqf32(vx0_s, vx1_c);"),
+     "HVX_Vector v5 = Q6_Vqf32_vadd_Vqf32Vqf32(vx0_s, vx1_c);",
+     "HVX_Vector v5 = Q6_Vqf32_vsub_Vqf32Vqf32(vx0_s, vx1_c);"),
     # the HVX exp polynomial's x^2 coefficient 0.625 instead of 1/2 (an HVX helper header)
-    ("SOFTMAX", "hvx-exp.h", "#define EXP_COEFF_1", "#define EXP_COEFF_0 (0x3F000000)", "#define EXP_COEFF_0 (0x3F200000)"),
+    ("SOFTMAX", "hvx-exp.h", "#define EXP_COEFF_1", "#define EXP_COEFF_0 (0x3F000000)",
+     "#define EXP_COEFF_0 (0x3F200000)"),
 ])
 def test_a_bug_planted_in_an_op_family_fails_naming_the_op(cli, kernel_env, tree_0_3_28, tmp_path, op, unit, after,
                                                           old, new):

@@ -22,7 +22,24 @@ class Family:
     make: Callable[[KernelTree, str, str, np.random.Generator], list[KernelCase]]  # (tree, op, type, rng)
 
 
-FAMILIES = ("matmul", "binary", "unary", "act", "softmax", "rope", "rows", "cpy", "shape", "reduce", "argsort", "solve_tri", "matmul_id", "flash_attn", "ssm_conv", "gated_delta_net")
+FAMILIES = (
+    "matmul",           # MUL_MAT
+    "matmul_id",        # MUL_MAT_ID
+    "binary",           # ADD, SUB, MUL, DIV, ADD_ID
+    "unary",            # RMS_NORM, RMS_NORM_MUL, NORM, L2_NORM, SCALE, SQR, SQRT, NEG, EXP, SIGMOID, SOFTPLUS, TANH
+    "act",              # SILU, GELU, SWIGLU, SWIGLU_OAI, GEGLU
+    "softmax",          # SOFTMAX
+    "rope",             # ROPE
+    "flash_attn",       # FLASH_ATTN_EXT
+    "rows",             # GET_ROWS, SET_ROWS
+    "cpy",              # CPY (and CONT)
+    "shape",            # REPEAT, FILL, DIAG, TRI, PAD, CONCAT
+    "reduce",           # SUM_ROWS, CUMSUM
+    "argsort",          # ARGSORT
+    "solve_tri",        # SOLVE_TRI
+    "ssm_conv",         # SSM_CONV
+    "gated_delta_net",  # GATED_DELTA_NET
+)
 
 
 def families() -> dict[str, Family]:

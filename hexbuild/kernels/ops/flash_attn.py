@@ -56,7 +56,7 @@ def attention(q, k, v, mask, scale, max_bias, softcap, sinks):
     return out
 
 
-def _kv(rng, t, n_kv, n_kv_head, d, cache_view):
+def _kv(rng, n_kv, n_kv_head, d, cache_view):
     """(values (kv heads, kv, d), tensor): contiguous, or a view of a cache row of all heads."""
     x = rounded(rng.uniform(-1, 1, (n_kv_head, n_kv, d)), "f16")
     if not cache_view:
@@ -69,8 +69,8 @@ def make(tree: KernelTree, op: str, t: str, rng: np.random.Generator) -> list:
     cases = []
     for d, n_q, n_head, n_kv_head, n_kv, with_mask, max_bias, softcap, with_sinks, qt, dt, view in CASES:
         q = rounded(rng.uniform(-1, 1, (n_head, n_q, d)), qt)
-        k, k_src = _kv(rng, t, n_kv, n_kv_head, d, view)
-        v, v_src = _kv(rng, t, n_kv, n_kv_head, d, view)
+        k, k_src = _kv(rng, n_kv, n_kv_head, d, view)
+        v, v_src = _kv(rng, n_kv, n_kv_head, d, view)
         srcs = [src(qt, q), k_src, v_src]
         mask = sinks = None
         if with_mask:
@@ -86,7 +86,8 @@ def make(tree: KernelTree, op: str, t: str, rng: np.random.Generator) -> list:
         want = attention(rounded(q, "f16"), k, v, mask, scale, max_bias, softcap, sinks)
         shape = label(d=d, tokens=n_q, heads=n_head, kv_heads=n_kv_head, kv=n_kv) + f" q={qt} dst={dt}" \
             + (" mask" if with_mask else "") + (f" max_bias={max_bias:g}" if max_bias else "") \
-            + (f" softcap={softcap:g}" if softcap else "") + (" sinks" if with_sinks else "") + (" cache-view" if view else "")
+            + (f" softcap={softcap:g}" if softcap else "") + (" sinks" if with_sinks else "") \
+            + (" cache-view" if view else "")
         cases.append(case(op, "f16", shape, srcs, dst(dt, (d, n_head, n_q, 1)), rounded(want, dt), TOLERANCE,
                           params=params(float(scale), max_bias, softcap)))
     return cases
