@@ -117,7 +117,8 @@ def ninja_file(tree: KernelTree, htp: str) -> str:
     for rt in RUNTIME:
         out += [f"build obj/rt-{rt}.o: cc {WORK}/dsp/runtime/{rt}.c", "  extra = -fno-builtin"]
     out += [f"build obj/harness.o: cc {WORK}/dsp/harness/harness.c | {WORK}/hxk_ops.h",
-            f"  extra = -DHXK_ABI={tree.abi} -I{WORK}",
+            f"  extra = -DHXK_ABI={tree.abi} -I{WORK}"
+            + "".join(f" -D{k}={v}" for k, v in sorted(tree.defines.items())),
             "build objects: phony " + " ".join(objs)]
     return "\n".join(out) + "\n"
 

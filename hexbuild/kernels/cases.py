@@ -16,6 +16,7 @@ MAX_SRC = 6
 N_PARAMS = 16
 STATUS_NO_OP = -1000      # the harness's build has no such op
 HTP_STATUS_OK = 1
+FLAG_DST_INIT = 1 << 31   # the destination's bytes follow the sources' (the harness clears the bit)
 
 
 @dataclass
@@ -34,15 +35,30 @@ class Tensor:
         return (nb0, nb1, nb1 * self.ne[1], nb1 * self.ne[1] * self.ne[2])
 
     def nbytes(self) -> int:
+        """ggml_nbytes: the first row's bytes plus the stride of every further index."""
         nb = self.strides()
-        return nb[3] * self.ne[3] if self.nb is None else max(
-            (self.ne[i] - 1) * nb[i] for i in range(4)) + TYPES[self.type][2]
+        _, block, size = TYPES[self.type]
+        if any(n == 0 for n in self.ne):
+            return 0
+        if block > 1:
+            return self.ne[0] // block * size + sum((self.ne[i] - 1) * nb[i] for i in range(1, 4))
+        return size + sum((self.ne[i] - 1) * nb[i] for i in range(4))
+
+
+DTYPES = {"f32": "<f4", "f16": "<f2", "i32": "<i4", "i64": "<i8"}
 
 
 def decode(t: Tensor, data: bytes) -> np.ndarray:
-    """The destination's values as float64 (contiguous f32 or f16, i32)."""
-    dt = {"f32": "<f4", "f16": "<f2", "i32": "<i4"}[t.type]
-    return np.frombuffer(data, dtype=dt).astype(np.float64)
+    """The destination's values as float64, in ggml's element order (ne0 fastest), read through
+    its strides when it has its own (a view)."""
+    dt = np.dtype(DTYPES[t.type])
+    if t.nb is None:
+        return np.frombuffer(data, dtype=dt).astype(np.float64)
+    if len(data) < t.nbytes():
+        return np.full(int(np.prod(t.ne)), np.nan)
+    shape = tuple(reversed(t.ne))
+    view = np.ndarray(shape, dtype=dt, buffer=data, strides=tuple(reversed(t.nb)))
+    return view.astype(np.float64).reshape(-1)
 
 
 @dataclass
@@ -59,6 +75,7 @@ class KernelCase:
     flags: int = 0
     id: int = 0
     check: Callable[[np.ndarray, np.ndarray], float] | None = None   # error measure; NMSE when None
+    dst_init: bytes | None = None   # the destination's bytes before the op (an op that writes part of it)
 
     @property
     def name(self) -> str:
@@ -83,13 +100,17 @@ def write_cases(path, cases: list[KernelCase]) -> None:
             if len(c.srcs) > MAX_SRC:
                 raise ValueError(f"{c.name}: more than {MAX_SRC} sources")
             params = (list(c.params) + [0] * N_PARAMS)[:N_PARAMS]
-            f.write(struct.pack("<I32sII16iI", c.id, c.op.encode()[:31], c.n_threads, c.flags, *params,
+            flags = c.flags | (FLAG_DST_INIT if c.dst_init is not None else 0)
+            f.write(struct.pack("<I32sII16iI", c.id, c.op.encode()[:31], c.n_threads, flags, *params,
                                 len(c.srcs)))
             for t in [*c.srcs, c.dst]:
                 f.write(struct.pack("<I4I4II", type_id(t.type), *t.ne, *t.strides(), t.nbytes()))
             for t in c.srcs:
                 assert t.data is not None and len(t.data) == t.nbytes(), f"{c.name}: source of the wrong size"
                 f.write(t.data)
+            if c.dst_init is not None:
+                assert len(c.dst_init) == c.dst.nbytes(), f"{c.name}: destination of the wrong size"
+                f.write(c.dst_init)
 
 
 @dataclass

@@ -76,10 +76,14 @@ def read_tree(path: Path | str) -> KernelTree:
     ops = {n: ENTRY[n] for n in names if n in ENTRY and ENTRY[n] in declared}
     units = sorted(p.name for p in htp.glob("*.c") if p.name not in SKIP_UNITS)
     hmx = [u for u in units if u.startswith("hmx-")]
+    ctx_h = htp / "htp-ctx.h"
+    # main.c's DDR scratchpad (MUL_MAT_ID's expert mappings) exists in some revisions only
+    defines = {"HXK_DDR_SPAD": "1"} if ctx_h.is_file() and "ddr_spad_base" in ctx_h.read_text(errors="replace") else {}
     cmake = (root / HEXAGON_DIR / "CMakeLists.txt")
     m = _GROUP_RE.search(cmake.read_text(errors="replace")) if cmake.is_file() else None
     ctx = (htp / "htp-ctx.h").read_text(errors="replace") if (htp / "htp-ctx.h").is_file() else ""
     abi = 1 if (htp / "htp-msg.h").is_file() else 3 if ("kernel_params" in ctx or "work_queue" in ctx) else 2
     return KernelTree(root=root, htp=htp, revision=facts.revision, abi=abi, ops=ops,
                       units=[u for u in units if u not in hmx], hmx_units=hmx,
-                      htp_versions=list(facts.htp_versions), group_size=int(m.group(1)) if m else 128)
+                      htp_versions=list(facts.htp_versions), group_size=int(m.group(1)) if m else 128,
+                      defines=defines)

@@ -11,7 +11,9 @@
  * Cases file (little-endian): "HXK1", u32 count, then per case
  *   u32 id; char op[32]; u32 n_threads; u32 flags; i32 params[16]; u32 n_src;
  *   (n_src + 1) x { u32 type; u32 ne[4]; u32 nb[4]; u32 nbytes; }   the last one is dst
- *   the sources' bytes, one after the other.
+ *   the sources' bytes, one after the other; when flags has HXK_DST_INIT (the harness clears it
+ *   before the op sees the flags) the destination's bytes follow: an op that writes part of its
+ *   destination (SET_ROWS) leaves the rest as it was.
  * Results file: "HXR1", u32 count, then per case
  *   u32 id; i32 status; u32 nbytes; u32 reserved; u64 nanoseconds; u64 pcycles; dst bytes.
  * Before each case its index is written over RESULTS.progress: when the emulator dies, the host
@@ -49,6 +51,7 @@ extern int hx_farf_level;
 #define MAX_THREADS 8
 /* a destination the op never writes keeps this pattern, which no reference matches */
 #define UNWRITTEN   0x7f
+#define HXK_DST_INIT (1u << 31)
 
 struct case_tensor {
     uint32_t type, ne[4], nb[4], nbytes;
@@ -118,6 +121,12 @@ static void setup_context(void) {
         ctx.dma[i] = dma_queue_create(256);
         if (!ctx.dma[i]) fail("no DMA queue");
     }
+#ifdef HXK_DDR_SPAD
+    /* main.c's persistent DDR scratchpad (MUL_MAT_ID's expert mappings), of main.c's size */
+    ctx.ddr_spad_size = 512 * 1024;
+    ctx.ddr_spad_base = memalign(128, ctx.ddr_spad_size);
+    if (!ctx.ddr_spad_base) fail("no DDR scratchpad");
+#endif
 }
 
 static int run_case(const struct op_row *op, const struct case_head *h, struct case_tensor *t, uint8_t **data) {
@@ -183,12 +192,13 @@ int main(int argc, char **argv) {
         for (uint32_t i = 0; i <= h.n_src; i++) {
             data[i] = memalign(128, t[i].nbytes + 128);
             if (!data[i]) fail("out of memory");
-            if (i < h.n_src) {
+            if (i < h.n_src || (h.flags & HXK_DST_INIT)) {
                 if (hx_read_all(in, data[i], t[i].nbytes)) fail("truncated cases file");
             } else {
                 memset(data[i], UNWRITTEN, t[i].nbytes);
             }
         }
+        h.flags &= ~HXK_DST_INIT;
         if (c < first) {
             hx_heap_release(mark);
             continue;

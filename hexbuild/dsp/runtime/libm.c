@@ -36,11 +36,11 @@ static double exp_d(double x) {
     return scalbn_d(p, (int) n);
 }
 
-static double log_d(double x) {
+/* log(x) = e * ln 2 + log(m), m in [sqrt(2)/2, sqrt(2)); returns log(m) and sets *e. The parts
+ * stay apart so that log2 of a power of two is exact (softmax's ALiBi takes floor(log2(n_head)):
+ * log(8) / ln 2 is 2.9999999999999996 in double). */
+static double log_parts(double x, int *ep) {
     union dbits v = { x };
-    if (x != x || x < 0) return NAN;
-    if (x == 0) return -INFINITY;
-    if (v.u >> 52 == 0x7ff) return x;
     int e = 0;
     if ((v.u >> 52) == 0) {  /* subnormal */
         v.d = x * 0x1p54;
@@ -57,12 +57,38 @@ static double log_d(double x) {
     double s = (m - 1.0) / (m + 1.0), s2 = s * s;
     double p = 1.0 / 23;
     for (int k = 21; k >= 1; k -= 2) p = p * s2 + 1.0 / k;
-    return 2.0 * s * p + e * LN2_HI + e * LN2_LO;
+    *ep = e;
+    return 2.0 * s * p;
+}
+
+/* NaN, -inf, +inf or 0 for the arguments outside log's finite range; 1 when x is ordinary */
+static int log_special(double x, double *r) {
+    union dbits v = { x };
+    if (x != x || x < 0) { *r = NAN; return 1; }
+    if (x == 0) { *r = -INFINITY; return 1; }
+    if (v.u >> 52 == 0x7ff) { *r = x; return 1; }
+    return 0;
+}
+
+static double log_d(double x) {
+    double r;
+    int e;
+    if (log_special(x, &r)) return r;
+    double lm = log_parts(x, &e);
+    return lm + e * LN2_HI + e * LN2_LO;
+}
+
+static double log2_d(double x) {
+    double r;
+    int e;
+    if (log_special(x, &r)) return r;
+    double lm = log_parts(x, &e);
+    return e + lm * INV_LN2;
 }
 
 double exp(double x) { return exp_d(x); }
 double log(double x) { return log_d(x); }
-double log2(double x) { return log_d(x) * INV_LN2; }
+double log2(double x) { return log2_d(x); }
 double log10(double x) { return log_d(x) * 0.43429448190325182765; }
 double exp2(double x) { return exp_d(x * LN2_HI + x * LN2_LO); }
 
@@ -70,7 +96,7 @@ float expf(float x) { return (float) exp_d(x); }
 float exp2f(float x) { return (float) exp_d((double) x * 6.93147180559945309417e-01); }
 float expm1f(float x) { return (float) (fabs(x) < 1e-5 ? x + 0.5 * (double) x * x : exp_d(x) - 1.0); }
 float logf(float x) { return (float) log_d(x); }
-float log2f(float x) { return (float) (log_d(x) * INV_LN2); }
+float log2f(float x) { return (float) log2_d(x); }
 float log10f(float x) { return (float) (log_d(x) * 0.43429448190325182765); }
 float log1pf(float x) { return (float) log_d(1.0 + (double) x); }
 

@@ -22,14 +22,33 @@ class Family:
     make: Callable[[KernelTree, str, str, np.random.Generator], list[KernelCase]]  # (tree, op, type, rng)
 
 
-FAMILIES = ("matmul",)
+FAMILIES = (
+    "matmul",           # MUL_MAT
+    "matmul_id",        # MUL_MAT_ID
+    "binary",           # ADD, SUB, MUL, DIV, ADD_ID
+    "unary",            # RMS_NORM, RMS_NORM_MUL, NORM, L2_NORM, SCALE, SQR, SQRT, NEG, EXP, SIGMOID, SOFTPLUS, TANH
+    "act",              # SILU, GELU, SWIGLU, SWIGLU_OAI, GEGLU
+    "softmax",          # SOFTMAX
+    "rope",             # ROPE
+    "flash_attn",       # FLASH_ATTN_EXT
+    "rows",             # GET_ROWS, SET_ROWS
+    "cpy",              # CPY (and CONT)
+    "shape",            # REPEAT, FILL, DIAG, TRI, PAD, CONCAT
+    "reduce",           # SUM_ROWS, CUMSUM
+    "argsort",          # ARGSORT
+    "solve_tri",        # SOLVE_TRI
+    "ssm_conv",         # SSM_CONV
+    "gated_delta_net",  # GATED_DELTA_NET
+)
 
 
 def families() -> dict[str, Family]:
-    """op name -> the family that makes its cases."""
+    """op name -> the family that makes its cases (a module declares FAMILY, or FAMILIES when its
+    ops vary different types)."""
     out: dict[str, Family] = {}
     for name in FAMILIES:
-        fam: Family = importlib.import_module(f"{__name__}.{name}").FAMILY
-        for op in fam.ops:
-            out[op] = fam
+        module = importlib.import_module(f"{__name__}.{name}")
+        for fam in getattr(module, "FAMILIES", None) or (module.FAMILY,):
+            for op in fam.ops:
+                out[op] = fam
     return out
