@@ -1,5 +1,5 @@
 /* hexbuild DSP runtime: the part of a C library that llama.cpp's HTP code and the harness call
- * (memory and string functions, an allocator, formatted output, assert). Built with
+ * (memory and string functions, formatted output, assert; the allocator is heap.c). Built with
  * -ffreestanding: nothing here may be turned back into a call to itself. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -171,6 +171,24 @@ NO_BUILTIN char *strrchr(const char *s, int c) {
     }
 }
 
+NO_BUILTIN size_t strcspn(const char *s, const char *reject) {
+    size_t n = 0;
+    while (s[n] && !strchr(reject, s[n])) {
+        n++;
+    }
+    return n;
+}
+
+NO_BUILTIN char *strstr(const char *h, const char *n) {
+    size_t len = strlen(n);
+    for (; *h; h++) {
+        if (strncmp(h, n, len) == 0) {
+            return (char *) h;
+        }
+    }
+    return len ? NULL : (char *) h;
+}
+
 size_t strlcpy(char *dst, const char *src, size_t n) {
     size_t len = strlen(src);
     if (n) {
@@ -180,82 +198,6 @@ size_t strlcpy(char *dst, const char *src, size_t n) {
     }
     return len;
 }
-
-/* -- the allocator --------------------------------------------------------------------------
- * One arena, taken from the emulator's mmap, handed out upwards. free() gives nothing back: the
- * harness takes a mark before each case and releases to it afterwards (hx_heap_mark/release),
- * which is all the lifetime a test case needs. Every block is 128-byte aligned, as HVX wants. */
-#define HEAP_SIZE  (1536u << 20)
-#define HEAP_ALIGN 128u
-
-struct hx_block { size_t size; size_t pad[HEAP_ALIGN / sizeof(size_t) - 1]; };
-
-static unsigned char *heap_base, *heap_top, *heap_end;
-
-static void heap_init(void) {
-    if (!heap_base) {
-        heap_base = hx_mmap_anon(HEAP_SIZE);
-        if (!heap_base) {
-            static const char msg[] = "hexbuild dsp runtime: no memory for the heap\n";
-            hx_write(2, msg, sizeof msg - 1);
-            hx_exit(12);
-        }
-        heap_top = heap_base;
-        heap_end = heap_base + HEAP_SIZE;
-    }
-}
-
-void *memalign(size_t align, size_t n) {
-    heap_init();
-    if (align < HEAP_ALIGN) {
-        align = HEAP_ALIGN;
-    }
-    uintptr_t p = ((uintptr_t) heap_top + sizeof(struct hx_block) + align - 1) & ~(uintptr_t) (align - 1);
-    if (p + n > (uintptr_t) heap_end || p + n < p) {
-        return NULL;
-    }
-    ((struct hx_block *) p - 1)->size = n;
-    heap_top = (unsigned char *) p + n;
-    return (void *) p;
-}
-
-void *malloc(size_t n) { return memalign(HEAP_ALIGN, n); }
-
-void *aligned_alloc(size_t align, size_t n) { return memalign(align, n); }
-
-int posix_memalign(void **p, size_t align, size_t n) {
-    *p = memalign(align, n);
-    return *p ? 0 : 12;
-}
-
-void *calloc(size_t n, size_t size) {
-    if (size && n > (size_t) -1 / size) {
-        return NULL;
-    }
-    void *p = malloc(n * size);
-    if (p) {
-        memset(p, 0, n * size);
-    }
-    return p;
-}
-
-void *realloc(void *old, size_t n) {
-    void *p = malloc(n);
-    if (p && old) {
-        size_t had = ((struct hx_block *) old - 1)->size;
-        memcpy(p, old, had < n ? had : n);
-    }
-    return p;
-}
-
-void free(void *p) { (void) p; }
-
-void *hx_heap_mark(void) {
-    heap_init();
-    return heap_top;
-}
-
-void hx_heap_release(void *mark) { heap_top = mark; }
 
 /* -- formatted output ------------------------------------------------------------------------ */
 struct out { char *buf; size_t cap, len; };
@@ -466,8 +408,15 @@ int atoi(const char *s) {
     return neg ? -v : v;
 }
 
+extern char **environ;  /* start.c */
+
 char *getenv(const char *name) {
-    (void) name;
+    size_t n = strlen(name);
+    for (char **e = environ; e && *e; e++) {
+        if (strncmp(*e, name, n) == 0 && (*e)[n] == '=') {
+            return *e + n + 1;
+        }
+    }
     return NULL;
 }
 
