@@ -41,16 +41,17 @@ def test_threads_futexes_and_the_heap(vnpu_env):
 
 
 def test_the_loader_relocates_initialises_and_invokes(vnpu_env, tree_0_3_28):
-    """A skel with each kind of dynamic relocation (RELATIVE, 32, GLOB_DAT, JMP_SLOT) and a
-    constructor: OPEN calls method 0 for the handle, INVOKE passes the in buffer and brings the out
+    """A skel with each kind of dynamic relocation (RELATIVE, 32, GLOB_DAT, JMP_SLOT), a
+    constructor and a variadic call, built in the SDK's ABI: OPEN calls method 0 for the handle, INVOKE passes the in buffer and brings the out
     buffer and the skel's own status back, an unknown method and an unknown handle are refused."""
     skel = vnpu_env.skel(VNPU / "tiny_skel.c", "libtiny_skel.so")
     done = peer(vnpu_env, tree_0_3_28, "invoke", "file:///libtiny_skel.so?tiny_skel_handle_invoke&_modver=1.0",
                 "key=value", library_path=skel.parent)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "OPEN handle 0x7e57002a" in done.stdout  # the constructor ran before open
-    # constructed, strlen through the PLT, strchr through a relocated data word, the in length
-    assert "INVOKE status 0x7, 16 out bytes: 42 9 3 10" in done.stdout
+    # constructed, strlen through the PLT, strchr through a relocated data word, the in length, and
+    # snprintf's variadic arguments as the skel passed them
+    assert "INVOKE status 0x7, 20 out bytes: 42 9 3 10 1" in done.stdout
     assert "INVOKE method 9 status 0x80000414" in done.stdout   # AEE_EUNSUPPORTED from the skel
     assert "INVOKE unknown handle status 0x8000042c" in done.stdout  # AEE_EBADHANDLE
     assert "CLOSE status 0x0" in done.stdout and done.stdout.rstrip().endswith("exit 0")
@@ -120,3 +121,6 @@ def test_the_real_skel_runs_add_and_q4_0_matmul(vnpu_env, vnpu_skel_0_3_28, tree
     joined = re.findall(r"thread (\d+) joined", done.stderr)
     assert len(started) == 5 and sorted(started) == sorted(joined), done.stderr[-3000:]
     assert done.stdout.rstrip().endswith("exit 0")
+    # the packet naming a buffer the host never mapped: dropped, said, the skel's error callback called
+    assert "names buffer fd 999 [0, +64), which the host did not map: dropped" in done.stderr
+    assert re.search(r"^dsp: main\.c:\d+: Error callback: 0x8000040e$", done.stderr, re.M), done.stderr[-3000:]

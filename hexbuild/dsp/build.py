@@ -4,7 +4,12 @@ session's DSP process (``runtime FD``).
 
 It is built for the oldest HTP version hexbuild knows (v68): it uses no HVX itself, and the
 emulator's ``-cpu`` (the skel's version) decides what the skel may run. One clang call compiles
-and links it (lld, no C library: the runtime makes its own system calls)."""
+and links it (lld, no C library: the runtime makes its own system calls).
+
+The target is the standalone Hexagon ABI (``hexagon-unknown-none-elf``), the one the SDK and the
+toolchain double compile skels with, not the Linux one: they differ in how variadic arguments
+travel (on the stack, or in registers with a save area), and a skel's FARF and snprintf calls
+into the runtime would read garbage (the error callback's code printed as 0)."""
 
 from __future__ import annotations
 
@@ -13,7 +18,7 @@ from pathlib import Path
 VNPU_SOURCES = ("runtime/start.c", "runtime/libc.c", "runtime/heap.c", "runtime/libm.c", "runtime/rt.c",
                 "runtime/hap.c", "vnpu/main.c", "vnpu/session.c", "vnpu/loader.c", "vnpu/exports.c", "vnpu/mem.c",
                 "vnpu/hap.c", "vnpu/qurt.c", "vnpu/queue.c")
-CFLAGS = ("--target=hexagon-unknown-linux-musl", "-mv68", "-O2", "-G0", "-fno-pic", "-ffreestanding", "-fno-builtin",
+CFLAGS = ("--target=hexagon-unknown-none-elf", "-mv68", "-O2", "-G0", "-fno-pic", "-ffreestanding", "-fno-builtin",
           "-nostdlib", "-nostdlibinc", "-static", "-fuse-ld=lld", "-Wl,-e,_start", "-Wall", "-Wextra",
           "-Wno-unused-parameter")
 

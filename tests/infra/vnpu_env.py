@@ -66,10 +66,10 @@ class VnpuEnv:
         return self._clang(argv, out)
 
     def skel(self, source: Path, name: str) -> Path:
-        """A Hexagon shared object as the SDK links a skel (PIC, eager binding), from one C file."""
+        """A Hexagon shared object as the SDK builds a skel (its ABI, PIC, eager binding), from one C file."""
         shutil.copy(source, self.work / source.name)
         out = self.work / name
-        argv = [CLANG, "--target=hexagon-unknown-linux-musl", "-mv73", "-O2", "-fPIC", "-shared", "-nostdlib",
+        argv = [CLANG, "--target=hexagon-unknown-none-elf", "-mv73", "-O2", "-fPIC", "-shared", "-nostdlib",
                 "-fuse-ld=lld", "-Wl,-z,now", self._inside(self.work / source.name), "-o", self._inside(out)]
         return self._clang(argv, out)
 

@@ -5,11 +5,12 @@
  * htp_iface_start, then per test case MMAP a buffer with its tensors, send the op batch as a
  * QUEUE_PACKET (the 0.3.28 format of htp-ops.h, compiled against the tree's own header), wait for
  * the skel's response packet, read the destination, INVOKE htp_iface_munmap and MUNMAP; at the
- * end INVOKE stop, QUEUE_CLOSE, MUNMAP, CLOSE and EOF.
+ * end INVOKE stop, QUEUE_CLOSE, MUNMAP, CLOSE and EOF. Before the cases it sends one packet that
+ * names a buffer it never mapped, which the DSP must drop without ending the session.
  *
  *   peer run QEMU CPU RUNTIME CASES RESULTS   the kernel check's cases file in, its results file out
  *   peer open QEMU CPU RUNTIME URI            OPEN only: prints the status (bad-input tests)
- *   peer invoke QEMU CPU RUNTIME URI TEXT     OPEN, INVOKE method 2 (in: TEXT, out: 16 bytes), an
+ *   peer invoke QEMU CPU RUNTIME URI TEXT     OPEN, INVOKE method 2 (in: TEXT, out: 20 bytes), an
  *                                             unknown method, CLOSE (the loader's test skel)
  *
  * Cases and results are the kernel harness's files (hexbuild/dsp/harness/harness.c), so the tests
@@ -288,6 +289,14 @@ static int run(char **argv) {
     status = invoke(handle, SC(2, 1, 0), start, sizeof start);
     printf("INVOKE start status 0x%x\n", (unsigned) status);
     if (status) return finish(pid) | 1;
+    /* a packet naming a buffer the host never mapped: the DSP drops it, and the session goes on */
+    uint8_t bad[sizeof(struct vnpu_queue_packet) + sizeof(struct vnpu_wire_buf) + 8] = { 0 };
+    struct vnpu_queue_packet bp = { QUEUE_ID, 0, 1, 8 };
+    struct vnpu_wire_buf bw = { 999, 0, 0, 64 };
+    memcpy(bad, &bp, sizeof bp);
+    memcpy(bad + sizeof bp, &bw, sizeof bw);
+    send_packet(bad, sizeof bad);
+    printf("sent a packet naming fd 999, never mapped\n");
     for (uint32_t c = 0; c < count; c++) run_case(in, out, shm_fd, shm, handle);
     printf("INVOKE stop status 0x%x\n", (unsigned) invoke(handle, SC(3, 0, 0), NULL, 0));
     simple(VNPU_QUEUE_CLOSE, &qid, 8, "QUEUE_CLOSE");
@@ -298,7 +307,7 @@ static int run(char **argv) {
     return finish(pid);
 }
 
-/* INVOKE method 2 with TEXT in and 16 bytes out, an unknown method, CLOSE. */
+/* INVOKE method 2 with TEXT in and 20 bytes out, an unknown method, CLOSE. */
 static int invoke_text(char **argv) {
     pid_t pid = start_dsp(argv);
     int32_t status;
@@ -306,7 +315,7 @@ static int invoke_text(char **argv) {
     if (status) return finish(pid) | 2;
     printf("OPEN handle 0x%llx\n", (unsigned long long) handle);
     const char *text = argv[4];
-    uint32_t len = (uint32_t) strlen(text) + 1, out = 16, n = 2, sc = SC(2, 1, 1);
+    uint32_t len = (uint32_t) strlen(text) + 1, out = 20, n = 2, sc = SC(2, 1, 1);
     uint8_t msg[4096], buf[4096];
     if (len > sizeof msg - 32) die("text too long");
     memcpy(msg, &handle, 8);
@@ -316,10 +325,10 @@ static int invoke_text(char **argv) {
     memcpy(msg + 20, &out, 4);
     memcpy(msg + 24, text, len);
     size_t got = request(VNPU_INVOKE, msg, 24 + len, -1, buf, sizeof buf);
-    uint32_t w[4] = { 0 };
-    if (got == 4 + 16) memcpy(w, buf + 4, 16);
-    printf("INVOKE status 0x%x, %u out bytes: %u %u %u %u\n", (unsigned) status_of(buf), (unsigned) got - 4, w[0], w[1],
-           w[2], w[3]);
+    uint32_t w[5] = { 0 };
+    if (got == 4 + 20) memcpy(w, buf + 4, 20);
+    printf("INVOKE status 0x%x, %u out bytes: %u %u %u %u %u\n", (unsigned) status_of(buf), (unsigned) got - 4, w[0],
+           w[1], w[2], w[3], w[4]);
     printf("INVOKE method 9 status 0x%x\n", (unsigned) invoke(handle, SC(9, 0, 0), NULL, 0));
     printf("INVOKE unknown handle status 0x%x\n", (unsigned) invoke(handle + 1, SC(2, 0, 0), NULL, 0));
     simple(VNPU_CLOSE, &handle, 8, "CLOSE");

@@ -3,12 +3,15 @@
  *   - its constructor ran (an init_array entry, after relocation),
  *   - a data word holding an imported function's address was relocated (R_HEX_32 or GLOB_DAT),
  *   - a call through the PLT reached the runtime (R_HEX_JMP_SLOT),
+ *   - a variadic call (snprintf, as FARF's) passes its arguments in the skel's ABI,
  *   - the in buffer arrived and the out buffer goes back. */
 typedef struct { void *pv; unsigned int nLen; } remote_buf;
 typedef union { remote_buf buf; unsigned long long h64; } remote_arg;
 
 unsigned int strlen(const char *s);
 char *strchr(const char *s, int c);
+int strcmp(const char *a, const char *b);
+int snprintf(char *s, unsigned int n, const char *fmt, ...);
 
 char *(*volatile find)(const char *, int) = strchr;
 static int constructed;
@@ -29,6 +32,9 @@ int tiny_skel_handle_invoke(unsigned long long handle, unsigned int sc, remote_a
         out[1] = strlen(text);
         out[2] = (unsigned int) (find(text, '=') - text);
         out[3] = pra[0].buf.nLen;
+        char line[32];
+        int n = snprintf(line, sizeof line, "%d:%s:%x", 42, "ab", 0xbeefu);
+        out[4] = n == 10 && strcmp(line, "42:ab:beef") == 0;
         return 7;  /* a status of the skel's own, passed back as it is */
     }
     return 0x80000414;  /* AEE_EUNSUPPORTED */

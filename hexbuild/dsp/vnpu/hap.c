@@ -16,9 +16,9 @@
 
 int vnpu_tracing;
 
-static void vlog(const char *fmt, va_list ap) {
+static void vlog(const char *prefix, const char *fmt, va_list ap) {
     char line[512];
-    int n = snprintf(line, sizeof line, "hexbuild-vnpu: ");
+    int n = snprintf(line, sizeof line, "%s", prefix);
     n += vsnprintf(line + n, sizeof line - (size_t) n - 1, fmt, ap);
     if (n > (int) sizeof line - 2) n = (int) sizeof line - 2;
     line[n++] = '\n';
@@ -28,7 +28,14 @@ static void vlog(const char *fmt, va_list ap) {
 void vnpu_log(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vlog(fmt, ap);
+    vlog("hexbuild-vnpu: ", fmt, ap);
+    va_end(ap);
+}
+
+void vnpu_trace(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vlog("hexbuild-vnpu: trace: dsp: ", fmt, ap);
     va_end(ap);
 }
 
@@ -38,7 +45,7 @@ void vnpu_log_once(int *flag, const char *fmt, ...) {
     }
     va_list ap;
     va_start(ap, fmt);
-    vlog(fmt, ap);
+    vlog("hexbuild-vnpu: ", fmt, ap);
     va_end(ap);
 }
 

@@ -1,7 +1,8 @@
 /* hexbuild virtual NPU: the loader of the skel, a Hexagon ELF shared object (what the DSP's own
  * dynamic loader does for a FastRPC module). The segments go into one mapping, relocations are
  * applied at once (no lazy binding: the PLT's slots are filled before any code runs), undefined
- * symbols resolve against the runtime's export table (exports.c), and the initialisers run. A skel
+ * symbols resolve against the runtime's export table (exports.c), and the initialisers run (DT_INIT,
+ * DT_INIT_ARRAY, and .ctors when no DT_INIT start-up code would run it). A skel
  * that imports something the runtime does not provide is refused before any of its code runs, with
  * one line per missing name. */
 #include <stdint.h>
@@ -35,6 +36,7 @@ typedef struct {
     uint16_t ehsize, phentsize, phnum, shentsize, shnum, shstrndx;
 } Ehdr;
 typedef struct { uint32_t type, offset, vaddr, paddr, filesz, memsz, flags, align; } Phdr;
+typedef struct { uint32_t name, type, flags, addr, offset, size, link, info, addralign, entsize; } Shdr;
 typedef struct { int32_t tag; uint32_t val; } Dyn;
 typedef struct { uint32_t name, value, size; unsigned char info, other; uint16_t shndx; } Sym;
 typedef struct { uint32_t offset, info; int32_t addend; } Rela;
@@ -92,6 +94,26 @@ static uint32_t count_symbols(const uint32_t *hash, const uint32_t *gnu) {
     if (last < symoffset) return symoffset;
     while (!(chain[last - symoffset] & 1)) last++;
     return last + 1;
+}
+
+/* The .ctors section (address and size), or size 0. Clang puts a constructor there for the
+ * standalone Hexagon ABI skels are built with; no dynamic tag names it: the SDK's own start-up code
+ * (reached through DT_INIT) walks it, which a skel linked without that code does not have. */
+static void ctors_section(const unsigned char *file, size_t len, uint32_t *addr, uint32_t *size) {
+    const Ehdr *eh = (const Ehdr *) file;
+    *size = 0;
+    if (!eh->shoff || eh->shentsize != sizeof(Shdr) || eh->shoff > len || eh->shnum > (len - eh->shoff) / sizeof(Shdr) ||
+        eh->shstrndx >= eh->shnum)
+        return;
+    const Shdr *sh = (const Shdr *) (file + eh->shoff);
+    const Shdr *names = &sh[eh->shstrndx];
+    for (int i = 0; i < eh->shnum; i++) {
+        if (names->offset > len || sh[i].name >= len - names->offset || len - names->offset - sh[i].name < 7) continue;
+        if (memcmp(file + names->offset + sh[i].name, ".ctors", 7) == 0 && sh[i].addr) {
+            *addr = sh[i].addr;
+            *size = sh[i].size;
+        }
+    }
 }
 
 static int fail(const char *path, const char *why) {
@@ -231,6 +253,12 @@ int vnpu_load(const char *path, struct vnpu_lib **out) {
     }
     for (uint32_t i = 0; v[DT_INIT_ARRAY] && i < v[DT_INIT_ARRAYSZ] / 4; i++) {
         void (*fn)(void) = ((void (**)(void)) (lib->base + v[DT_INIT_ARRAY]))[i];
+        if (fn && (uintptr_t) fn != (uintptr_t) -1) fn();
+    }
+    uint32_t ctors, ctors_size;
+    ctors_section(file, len, &ctors, &ctors_size);
+    for (uint32_t i = ctors_size / 4; !v[DT_INIT] && ctors + ctors_size <= lib->span && i-- > 0;) {
+        void (*fn)(void) = ((void (**)(void)) (lib->base + ctors))[i];  /* last to first, as .ctors runs */
         if (fn && (uintptr_t) fn != (uintptr_t) -1) fn();
     }
 done:

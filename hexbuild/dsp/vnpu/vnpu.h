@@ -9,9 +9,11 @@
 void vnpu_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* The same, the first time only for a given flag (what is accepted but not modelled). */
 void vnpu_log_once(int *flag, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* HEXBUILD_VNPU_LOG=1: a protocol trace. */
+/* HEXBUILD_VNPU_LOG=1: a protocol trace, lines beginning "hexbuild-vnpu: trace: dsp: " (the host
+ * library's own begin "hexbuild-vnpu: trace: ", so a log's failures are the lines without it). */
 extern int vnpu_tracing;
-#define VNPU_TRACE(...) do { if (vnpu_tracing) vnpu_log(__VA_ARGS__); } while (0)
+void vnpu_trace(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+#define VNPU_TRACE(...) do { if (vnpu_tracing) vnpu_trace(__VA_ARGS__); } while (0)
 
 /* -- mem.c: the host's buffers mapped into the DSP process (MMAP), named by the host's fd ------ */
 /* Map local_fd (received with SCM_RIGHTS; closed here) as the host's host_fd. */
