@@ -42,8 +42,9 @@ def test_threads_futexes_and_the_heap(vnpu_env):
 
 def test_the_loader_relocates_initialises_and_invokes(vnpu_env, tree_0_3_28):
     """A skel with each kind of dynamic relocation (RELATIVE, 32, GLOB_DAT, JMP_SLOT), a
-    constructor and a variadic call, built in the SDK's ABI: OPEN calls method 0 for the handle, INVOKE passes the in buffer and brings the out
-    buffer and the skel's own status back, an unknown method and an unknown handle are refused."""
+    constructor and a variadic call, built in the SDK's ABI: OPEN calls method 0 for the handle,
+    INVOKE passes the in buffer and brings the out buffer and the skel's own status back, an
+    unknown method and an unknown handle are refused."""
     skel = vnpu_env.skel(VNPU / "tiny_skel.c", "libtiny_skel.so")
     done = peer(vnpu_env, tree_0_3_28, "invoke", "file:///libtiny_skel.so?tiny_skel_handle_invoke&_modver=1.0",
                 "key=value", library_path=skel.parent)
@@ -71,7 +72,8 @@ def test_an_import_the_runtime_lacks_fails_open_naming_it(vnpu_env, tree_0_3_28)
 def test_a_skel_not_on_the_library_path_fails_open(vnpu_env, tree_0_3_28, tmp_path):
     done = peer(vnpu_env, tree_0_3_28, "open", HTP_URI, library_path=tmp_path)
     assert f"OPEN status {AEE_EUNABLETOLOAD:#x}" in done.stdout
-    assert f"hexbuild-vnpu: OPEN: libggml-htp-v73.so is not on ADSP_LIBRARY_PATH (/nonexistent;{tmp_path})" in done.stderr
+    assert ("hexbuild-vnpu: OPEN: libggml-htp-v73.so is not on ADSP_LIBRARY_PATH "
+            f"(/nonexistent;{tmp_path})") in done.stderr
 
 
 def add_cases(rng) -> list[KernelCase]:
@@ -81,7 +83,8 @@ def add_cases(rng) -> list[KernelCase]:
         b = rng.standard_normal(ne[::-1]).astype(np.float32)
         out.append(KernelCase(op="ADD", type="f32", shape="x".join(map(str, ne)),
                               srcs=[Tensor("f32", ne, a.tobytes()), Tensor("f32", ne, b.tobytes())],
-                              dst=Tensor("f32", ne), expected=(a.astype(np.float64) + b).reshape(-1), tolerance=1e-7))
+                              dst=Tensor("f32", ne), expected=(a.astype(np.float64) + b).reshape(-1),
+                              tolerance=1e-7))
     return out
 
 

@@ -27,8 +27,8 @@ CLANG = "clang-21"
 HERE = Path(__file__).resolve().parent.parent / "vnpu"
 # the runtime without its main (vnpu/main.c, session.c, queue.c, loader.c, exports.c): what a
 # Hexagon test program of the runtime's threads and heap links with
-PROGRAM_SOURCES = ("runtime/start.c", "runtime/libc.c", "runtime/heap.c", "runtime/libm.c", "runtime/rt.c",
-                   "runtime/hap.c", "vnpu/qurt.c", "vnpu/hap.c", "vnpu/mem.c")
+PROGRAM_SOURCES = ("runtime/start.c", "runtime/libc.c", "runtime/stdio.c", "runtime/heap.c", "runtime/libm.c",
+                   "runtime/rt.c", "runtime/hap.c", "vnpu/qurt.c", "vnpu/hap.c", "vnpu/mem.c")
 
 
 class VnpuEnvError(RuntimeError):
@@ -86,7 +86,8 @@ class VnpuEnv:
                 raise VnpuEnvError(f"compiling the test peer failed:\n{done.stderr}")
         return out
 
-    def run(self, program: Path, timeout: float = 120, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    def run(self, program: Path, timeout: float = 120,
+            env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
         return subprocess.run([str(self.qemu), "-cpu", "v73", str(program)], capture_output=True, text=True,
                               timeout=timeout, env={**os.environ, **(env or {})})
 
