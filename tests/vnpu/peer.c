@@ -268,8 +268,10 @@ static int run(char **argv) {
     fwrite(&count, 4, 1, out);
     pid_t pid = start_dsp(argv);
     int32_t status;
-    uint64_t handle = open_skel("file:///libggml-htp-v73.so?htp_iface_skel_handle_invoke&_modver=1.0&_dom=cdsp&_session=0",
-                                &status);
+    char uri[256];  /* PEER_SKEL: another skel's name (libggml-htp-v79.so) */
+    snprintf(uri, sizeof uri, "file:///%s?htp_iface_skel_handle_invoke&_modver=1.0&_dom=cdsp&_session=0",
+             getenv("PEER_SKEL") ? getenv("PEER_SKEL") : "libggml-htp-v73.so");
+    uint64_t handle = open_skel(uri, &status);
     if (status) return finish(pid) | 1;
     uint64_t qid = QUEUE_ID;
     simple(VNPU_QUEUE_OPEN, &qid, 8, "QUEUE_OPEN");

@@ -37,7 +37,8 @@
     X(HAP_compute_res_release) X(HAP_compute_res_acquire_cached) X(HAP_compute_res_release_cached)           \
     X(HAP_compute_res_update_priority) X(HAP_compute_res_query_VTCM) X(HAP_compute_res_hmx_lock)              \
     X(HAP_compute_res_hmx_unlock) X(HAP_mmap) X(HAP_munmap) X(HAP_mmap2) X(HAP_munmap2) X(HAP_mmap_get)       \
-    X(HAP_mmap_put) X(HAP_power_set) X(HAP_user_etm_enable) X(HAP_user_etm_disable)                           \
+    X(HAP_mmap_put) X(HAP_power_set) X(HAP_set_dcvs_v3_protected_bus_corners) X(HAP_user_etm_enable)         \
+    X(HAP_user_etm_disable)                                                                                    \
     /* QuRT (qurt.c) */                                                                                       \
     X(qurt_thread_create) X(qurt_thread_join) X(qurt_thread_exit) X(qurt_thread_get_id)                       \
     X(qurt_thread_get_priority) X(qurt_thread_set_priority) X(qurt_sleep) X(qurt_futex_wait)                  \

@@ -86,6 +86,13 @@ int HAP_power_set(void *ctx, void *request) {
     return 0;
 }
 
+/* v79 skels mark their DCVS request's bus corners protected before HAP_power_set */
+int HAP_set_dcvs_v3_protected_bus_corners(void *request, unsigned char protect) {
+    (void) request; (void) protect;
+    vnpu_log_once(&power_said, "HAP_power_set: power, clocks and DCVS are not modelled (accepted)");
+    return 0;
+}
+
 int HAP_user_etm_enable(void) {
     vnpu_log_once(&etm_said, "HAP_user_etm_enable: ETM tracing is not modelled (accepted, nothing is traced)");
     return 0;
