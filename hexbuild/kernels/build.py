@@ -27,7 +27,7 @@ WORK = "/work"      # hexbuild's work directory for this checkout
 
 # clang's own names for the HTP versions it knows (open LLVM 21: v68-v79)
 CPU = {"v68": "v68", "v69": "v69", "v71": "v71", "v73": "v73", "v75": "v75"}
-RUNTIME = ("start", "libc", "libm", "rt", "sdk")  # hexbuild/dsp/runtime/*.c
+RUNTIME = ("start", "libc", "stdio", "heap", "libm", "rt", "hap", "sdk")  # hexbuild/dsp/runtime/*.c
 _ERROR_RE = re.compile(r"^(?P<file>[^\s:]+):(?P<line>\d+):(?P<col>\d+): (?:fatal )?error: (?P<msg>.*)$", re.M)
 _FAILED_RE = re.compile(r"^FAILED: (?:\[code=\d+\] )?(?P<out>\S+\.o)\b", re.M)
 _UNDEF_RE = re.compile(r"undefined symbol: (\S+)")

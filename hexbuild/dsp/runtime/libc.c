@@ -1,6 +1,7 @@
 /* hexbuild DSP runtime: the part of a C library that llama.cpp's HTP code and the harness call
- * (memory and string functions, an allocator, formatted output, assert). Built with
- * -ffreestanding: nothing here may be turned back into a call to itself. */
+ * (memory and string functions, assert, atoi, getenv, qsort; formatted output is stdio.c, the
+ * allocator heap.c). Built with -ffreestanding: nothing here may be turned back into a call to
+ * itself. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -171,6 +172,24 @@ NO_BUILTIN char *strrchr(const char *s, int c) {
     }
 }
 
+NO_BUILTIN size_t strcspn(const char *s, const char *reject) {
+    size_t n = 0;
+    while (s[n] && !strchr(reject, s[n])) {
+        n++;
+    }
+    return n;
+}
+
+NO_BUILTIN char *strstr(const char *h, const char *n) {
+    size_t len = strlen(n);
+    for (; *h; h++) {
+        if (strncmp(h, n, len) == 0) {
+            return (char *) h;
+        }
+    }
+    return len ? NULL : (char *) h;
+}
+
 size_t strlcpy(char *dst, const char *src, size_t n) {
     size_t len = strlen(src);
     if (n) {
@@ -179,278 +198,6 @@ size_t strlcpy(char *dst, const char *src, size_t n) {
         dst[k] = 0;
     }
     return len;
-}
-
-/* -- the allocator --------------------------------------------------------------------------
- * One arena, taken from the emulator's mmap, handed out upwards. free() gives nothing back: the
- * harness takes a mark before each case and releases to it afterwards (hx_heap_mark/release),
- * which is all the lifetime a test case needs. Every block is 128-byte aligned, as HVX wants. */
-#define HEAP_SIZE  (1536u << 20)
-#define HEAP_ALIGN 128u
-
-struct hx_block { size_t size; size_t pad[HEAP_ALIGN / sizeof(size_t) - 1]; };
-
-static unsigned char *heap_base, *heap_top, *heap_end;
-
-static void heap_init(void) {
-    if (!heap_base) {
-        heap_base = hx_mmap_anon(HEAP_SIZE);
-        if (!heap_base) {
-            static const char msg[] = "hexbuild dsp runtime: no memory for the heap\n";
-            hx_write(2, msg, sizeof msg - 1);
-            hx_exit(12);
-        }
-        heap_top = heap_base;
-        heap_end = heap_base + HEAP_SIZE;
-    }
-}
-
-void *memalign(size_t align, size_t n) {
-    heap_init();
-    if (align < HEAP_ALIGN) {
-        align = HEAP_ALIGN;
-    }
-    uintptr_t p = ((uintptr_t) heap_top + sizeof(struct hx_block) + align - 1) & ~(uintptr_t) (align - 1);
-    if (p + n > (uintptr_t) heap_end || p + n < p) {
-        return NULL;
-    }
-    ((struct hx_block *) p - 1)->size = n;
-    heap_top = (unsigned char *) p + n;
-    return (void *) p;
-}
-
-void *malloc(size_t n) { return memalign(HEAP_ALIGN, n); }
-
-void *aligned_alloc(size_t align, size_t n) { return memalign(align, n); }
-
-int posix_memalign(void **p, size_t align, size_t n) {
-    *p = memalign(align, n);
-    return *p ? 0 : 12;
-}
-
-void *calloc(size_t n, size_t size) {
-    if (size && n > (size_t) -1 / size) {
-        return NULL;
-    }
-    void *p = malloc(n * size);
-    if (p) {
-        memset(p, 0, n * size);
-    }
-    return p;
-}
-
-void *realloc(void *old, size_t n) {
-    void *p = malloc(n);
-    if (p && old) {
-        size_t had = ((struct hx_block *) old - 1)->size;
-        memcpy(p, old, had < n ? had : n);
-    }
-    return p;
-}
-
-void free(void *p) { (void) p; }
-
-void *hx_heap_mark(void) {
-    heap_init();
-    return heap_top;
-}
-
-void hx_heap_release(void *mark) { heap_top = mark; }
-
-/* -- formatted output ------------------------------------------------------------------------ */
-struct out { char *buf; size_t cap, len; };
-
-static void put(struct out *o, char c) {
-    if (o->len + 1 < o->cap) {
-        o->buf[o->len] = c;
-    }
-    o->len++;
-}
-
-static void put_str(struct out *o, const char *s, int width, int left, int prec) {
-    size_t n = strlen(s);
-    if (prec >= 0 && (size_t) prec < n) {
-        n = (size_t) prec;
-    }
-    int pad = width > (int) n ? width - (int) n : 0;
-    if (!left) while (pad-- > 0) put(o, ' ');
-    for (size_t i = 0; i < n; i++) put(o, s[i]);
-    if (left) while (pad-- > 0) put(o, ' ');
-}
-
-static void put_uint(struct out *o, unsigned long long v, unsigned base, int upper, int neg, int width, int left,
-                     int zero) {
-    char tmp[24];
-    int n = 0;
-    const char *digits = upper ? "0123456789ABCDEF" : "0123456789abcdef";
-    do {
-        unsigned long long q = v / base;
-        tmp[n++] = digits[v - q * base];
-        v = q;
-    } while (v);
-    int total = n + neg;
-    int pad = width > total ? width - total : 0;
-    if (!left && !zero) while (pad-- > 0) put(o, ' ');
-    if (neg) put(o, '-');
-    if (!left && zero) while (pad-- > 0) put(o, '0');
-    while (n) put(o, tmp[--n]);
-    if (left) while (pad-- > 0) put(o, ' ');
-}
-
-static void put_float(struct out *o, double v, int prec, int width, int left) {
-    char tmp[64];
-    struct out t = { tmp, sizeof tmp, 0 };
-    if (prec < 0) prec = 6;
-    if (prec > 9) prec = 9;
-    if (v != v) {
-        put_str(o, "nan", width, left, -1);
-        return;
-    }
-    int neg = v < 0;
-    if (neg) v = -v;
-    if (v > 1e18) {
-        put_str(o, neg ? "-inf" : "inf", width, left, -1);
-        return;
-    }
-    unsigned long long scale = 1;
-    for (int i = 0; i < prec; i++) scale *= 10;
-    unsigned long long ip = (unsigned long long) v;
-    unsigned long long fp = (unsigned long long) ((v - (double) ip) * (double) scale + 0.5);
-    if (fp >= scale) {
-        ip++;
-        fp -= scale;
-    }
-    if (neg) put(&t, '-');
-    put_uint(&t, ip, 10, 0, 0, 0, 0, 0);
-    if (prec) {
-        put(&t, '.');
-        put_uint(&t, fp, 10, 0, 0, prec, 0, 1);
-    }
-    tmp[t.len < sizeof tmp ? t.len : sizeof tmp - 1] = 0;
-    put_str(o, tmp, width, left, -1);
-}
-
-int vsnprintf(char *buf, size_t cap, const char *fmt, va_list ap) {
-    struct out o = { buf, cap, 0 };
-    for (; *fmt; fmt++) {
-        if (*fmt != '%') {
-            put(&o, *fmt);
-            continue;
-        }
-        fmt++;
-        int left = 0, zero = 0, width = 0, prec = -1, lng = 0;
-        for (;; fmt++) {
-            if (*fmt == '-') left = 1;
-            else if (*fmt == '0') zero = 1;
-            else if (*fmt == '+' || *fmt == ' ' || *fmt == '#') continue;
-            else break;
-        }
-        if (*fmt == '*') { width = va_arg(ap, int); fmt++; }
-        while (*fmt >= '0' && *fmt <= '9') width = width * 10 + (*fmt++ - '0');
-        if (*fmt == '.') {
-            fmt++;
-            prec = 0;
-            if (*fmt == '*') { prec = va_arg(ap, int); fmt++; }
-            while (*fmt >= '0' && *fmt <= '9') prec = prec * 10 + (*fmt++ - '0');
-        }
-        while (*fmt == 'l' || *fmt == 'h' || *fmt == 'z' || *fmt == 't' || *fmt == 'j') {
-            if (*fmt == 'l') lng++;
-            if (*fmt == 'j') lng = 2;
-            fmt++;
-        }
-        switch (*fmt) {
-            case 'd': case 'i': {
-                long long v = lng >= 2 ? va_arg(ap, long long) : va_arg(ap, int);
-                put_uint(&o, v < 0 ? 0ull - (unsigned long long) v : (unsigned long long) v, 10, 0, v < 0, width,
-                         left, zero);
-                break;
-            }
-            case 'u': case 'x': case 'X': case 'o': {
-                unsigned long long v = lng >= 2 ? va_arg(ap, unsigned long long) : va_arg(ap, unsigned int);
-                put_uint(&o, v, *fmt == 'u' ? 10 : *fmt == 'o' ? 8 : 16, *fmt == 'X', 0, width, left, zero);
-                break;
-            }
-            case 'p':
-                put(&o, '0');
-                put(&o, 'x');
-                put_uint(&o, (uintptr_t) va_arg(ap, void *), 16, 0, 0, 0, 0, 0);
-                break;
-            case 'c': put(&o, (char) va_arg(ap, int)); break;
-            case 's': {
-                const char *s = va_arg(ap, const char *);
-                put_str(&o, s ? s : "(null)", width, left, prec);
-                break;
-            }
-            case 'f': case 'F': case 'e': case 'g': case 'G': case 'E':
-                put_float(&o, va_arg(ap, double), prec, width, left);
-                break;
-            case '%': put(&o, '%'); break;
-            case 0: fmt--; break;
-            default: put(&o, '%'); put(&o, *fmt); break;
-        }
-    }
-    if (cap) {
-        buf[o.len < cap ? o.len : cap - 1] = 0;
-    }
-    return (int) o.len;
-}
-
-int snprintf(char *buf, size_t cap, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(buf, cap, fmt, ap);
-    va_end(ap);
-    return n;
-}
-
-int sprintf(char *buf, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(buf, (size_t) 1 << 20, fmt, ap);
-    va_end(ap);
-    return n;
-}
-
-/* stdout and stderr are the emulated process's own descriptors 1 and 2 */
-struct _FILE { int fd; };
-static struct _FILE files[3] = { { 0 }, { 1 }, { 2 } };
-FILE *stdin = &files[0], *stdout = &files[1], *stderr = &files[2];
-
-int vfprintf(FILE *f, const char *fmt, va_list ap) {
-    char line[1024];
-    int n = vsnprintf(line, sizeof line, fmt, ap);
-    hx_write_all(f->fd, line, (size_t) (n < (int) sizeof line ? n : (int) sizeof line - 1));
-    return n;
-}
-
-int fprintf(FILE *f, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vfprintf(f, fmt, ap);
-    va_end(ap);
-    return n;
-}
-
-int vprintf(const char *fmt, va_list ap) { return vfprintf(stdout, fmt, ap); }
-
-int printf(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vfprintf(stdout, fmt, ap);
-    va_end(ap);
-    return n;
-}
-
-int puts(const char *s) {
-    hx_write_all(1, s, strlen(s));
-    hx_write_all(1, "\n", 1);
-    return 0;
-}
-
-int putchar(int c) {
-    char ch = (char) c;
-    hx_write_all(1, &ch, 1);
-    return c;
 }
 
 void __assert_fail(const char *expr, const char *file, unsigned int line, const char *func) {
@@ -466,8 +213,15 @@ int atoi(const char *s) {
     return neg ? -v : v;
 }
 
+extern char **environ;  /* start.c */
+
 char *getenv(const char *name) {
-    (void) name;
+    size_t n = strlen(name);
+    for (char **e = environ; e && *e; e++) {
+        if (strncmp(*e, name, n) == 0 && (*e)[n] == '=') {
+            return *e + n + 1;
+        }
+    }
     return NULL;
 }
 

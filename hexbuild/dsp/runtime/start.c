@@ -1,8 +1,10 @@
 /* hexbuild DSP runtime: the program's entry and exit under a user-mode emulated Hexagon. The
- * Linux loader leaves argc at the stack pointer, then argv. */
+ * Linux loader leaves argc at the stack pointer, then argv, a NULL, and the environment (which
+ * qemu-hexagon passes through from its own). */
 #include "sys.h"
 
 int main(int argc, char **argv);
+char **environ;
 
 void hx_exit(int code) {
     hx_syscall6(HX_SYS_EXIT_GROUP, code, 0, 0, 0, 0, 0);
@@ -21,6 +23,7 @@ void abort(void) {
 __attribute__((used)) static void hx_start_c(long *sp) {
     int argc = (int) sp[0];
     char **argv = (char **) (sp + 1);
+    environ = argv + argc + 1;
     hx_exit(main(argc, argv));
 }
 
