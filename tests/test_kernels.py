@@ -133,7 +133,7 @@ def test_compare_device_shows_where_the_emulator_and_a_device_differ(cli, kernel
             "--out", str(first))
     assert r.rc == 0, r.err
     assert (first / "cases.bin").read_bytes()[:4] == b"HXK1"
-    # a phone's results of the same cases, in the same format: one case's output off by 1 %
+    # a phone's results of the same cases, in the same format: one case's output off by 10 % (NMSE 0.01)
     device = tmp_path / "device"
     device.mkdir()
     doc = json.loads((first / "results.json").read_text())
@@ -142,7 +142,7 @@ def test_compare_device_shows_where_the_emulator_and_a_device_differ(cli, kernel
     with np.load(first / "outputs.npz") as z:
         outs = {k: z[k] for k in z.files}
     key = sorted(outs)[0]
-    outs[key] = outs[key] * 1.01
+    outs[key] = outs[key] * 1.1
     np.savez(device / "outputs.npz", **outs)
     r = cli("--json", "test", "kernels", "--source", str(tree_0_3_28), "--ops", "MUL_MAT", "--types", "q4_0",
             "--out", str(tmp_path / "again"), "--compare-device", str(device))

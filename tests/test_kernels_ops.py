@@ -37,7 +37,7 @@ def planted(tree: Path, dest: Path, unit: str, after: str, old: str, new: str) -
 
 
 @pytest.mark.docker
-def test_every_op_of_the_0_3_28_tree_runs_and_passes_on_v73(cli, kernel_env, tree_0_3_28, tmp_path):
+def test_every_op_of_the_0_3_28_tree_runs_and_passes_on_v73(cli, kernel_check_env, tree_0_3_28, tmp_path):
     r = cli("--json", "test", "kernels", "--source", str(tree_0_3_28), "--htp", "v73", "--out", str(tmp_path / "out"))
     doc = r.json
     assert r.rc == 0, (r.err, doc.get("reason"))
@@ -65,7 +65,7 @@ def test_every_op_of_the_0_3_28_tree_runs_and_passes_on_v73(cli, kernel_env, tre
     ("SOFTMAX", "hvx-exp.h", "#define EXP_COEFF_1", "#define EXP_COEFF_0 (0x3F000000)",
      "#define EXP_COEFF_0 (0x3F200000)"),
 ])
-def test_a_bug_planted_in_an_op_family_fails_naming_the_op(cli, kernel_env, tree_0_3_28, tmp_path, op, unit, after,
+def test_a_bug_planted_in_an_op_family_fails_naming_the_op(cli, kernel_check_env, tree_0_3_28, tmp_path, op, unit, after,
                                                           old, new):
     tree = planted(tree_0_3_28, tmp_path / "tree", unit, after, old, new)
     r = cli("--json", "test", "kernels", "--source", str(tree), "--ops", op, "--out", str(tmp_path / "out"))
@@ -76,7 +76,7 @@ def test_a_bug_planted_in_an_op_family_fails_naming_the_op(cli, kernel_env, tree
 
 
 @pytest.mark.docker
-def test_the_0_3_20_tree_runs_its_ops_and_fails_on_its_two_own_bugs(cli, kernel_env, tree_0_3_20, tmp_path):
+def test_the_0_3_20_tree_runs_its_ops_and_fails_on_its_two_own_bugs(cli, kernel_check_env, tree_0_3_20, tmp_path):
     """0.3.20 (tensors inside the op context, HXK_ABI 1) runs every op its enum has; it fails on two
     bugs that 0.3.28 fixed: NEOX rope pairs element i with i + 32*floor(he/32) instead of i + he when
     n_dims/2 is not a multiple of 32, and the scalar SSM_CONV path computes nothing (its rows per

@@ -80,10 +80,13 @@ def resolve(req: KernelRequest) -> tuple[KernelTree, list[str], list[str], dict[
             bad = [t for t in req.types if all(t not in f.types for f in {fams[o] for o in ops if o in fams})]
             if bad:
                 known = sorted({t for o in ops if o in fams for t in fams[o].types})
-                raise UsageError(f"unknown type {bad[0]} for {', '.join(ops)}: known types are {', '.join(known)}")
+                which = f" for {', '.join(ops)}" if req.ops else ""
+                raise UsageError(f"unknown type {bad[0]}{which}: known types are {', '.join(known)}")
             types[op] = [t for t in req.types if t in fam.types]
         else:
             types[op] = list(fam.default_types)
+    if req.types and not req.ops:
+        ops = [o for o in ops if types.get(o)]  # --types alone: the ops that have one of those types
     return tree, htps, ops, types
 
 
