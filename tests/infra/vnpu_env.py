@@ -1,14 +1,10 @@
 """The virtual NPU's DSP side for tests: qemu-hexagon and hexbuild's DSP runtime built from this
-checkout (hexbuild.dsp.build), plus the host-side test peer (tests/vnpu/peer.c) that speaks the
-wire protocol to it as the host library does.
+checkout (hexbuild.dsp.build) in the kernel check's image, plus the host-side test peer
+(tests/vnpu/peer.c) that speaks the wire protocol to it as the host library does.
 
-``vnpu_env`` needs, for now, the development root filesystem of the kernel work:
-``HEXBUILD_KERNEL_DEV_ROOT`` (a Debian sid chroot with clang-21 and lld-21, in which the runtime
-and Hexagon test programs are compiled) and the patched emulator, ``HEXBUILD_VNPU_QEMU`` (default:
-the root's ``/src/build-dma/qemu-hexagon``, a static binary that runs here as it is). Without them
-the tests that ask for it are skipped. The peer is compiled with this machine's C compiler.
-The interface (runtime, qemu, program(), skel(), peer()) is what the tests use, so the
-implementation can move into the kernel check's image without touching them.
+One container of the image (no network, this user, a directory of the session's at /t) compiles
+the runtime and Hexagon test programs; qemu-hexagon, a static program, is copied out of it and runs
+here, as the qemu+npu: target runs it. The peer is compiled with this machine's C compiler.
 """
 
 from __future__ import annotations
@@ -16,7 +12,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -36,24 +31,31 @@ class VnpuEnvError(RuntimeError):
 
 
 class VnpuEnv:
-    def __init__(self, root: Path, qemu: Path):
-        self.root = root
-        self.qemu = qemu
-        self.work = Path(tempfile.mkdtemp(prefix="hexbuild-vnpu-", dir=root / "tmp"))
+    def __init__(self, container, work: Path):
+        self.container = container
+        self.work = work
         shutil.copytree(dsp_root(), self.work / "dsp", ignore=shutil.ignore_patterns("__pycache__", "*.py"))
+        self._sh("cp /opt/hexbuild/bin/qemu-hexagon /t/qemu-hexagon")
+        self.qemu = self.work / "qemu-hexagon"
         self.runtime = self._clang(vnpu_runtime_argv(self._inside(self.work / "runtime"), dsp=self._dsp(),
                                                      clang=CLANG), self.work / "runtime")
 
     def _inside(self, path: Path) -> str:
-        return "/" + str(path.relative_to(self.root))
+        return "/t/" + str(path.relative_to(self.work))
 
     def _dsp(self) -> str:
         return self._inside(self.work / "dsp")
 
+    def _sh(self, script: str) -> tuple[int, str]:
+        code, out = self.container.exec_run(["sh", "-c", script], user=f"{os.getuid()}:{os.getgid()}")
+        return code, (out or b"").decode(errors="replace")
+
     def _clang(self, argv: list[str], out: Path) -> Path:
-        done = subprocess.run(["chroot", str(self.root), *argv], capture_output=True, text=True, timeout=600)
-        if done.returncode:
-            raise VnpuEnvError(f"{CLANG} failed for {out.name}:\n{done.stderr}")
+        import shlex
+
+        code, log = self._sh(" ".join(shlex.quote(a) for a in argv))
+        if code:
+            raise VnpuEnvError(f"{CLANG} failed for {out.name}:\n{log}")
         return out
 
     def program(self, source: Path) -> Path:
@@ -91,21 +93,16 @@ class VnpuEnv:
         return subprocess.run([str(self.qemu), "-cpu", "v73", str(program)], capture_output=True, text=True,
                               timeout=timeout, env={**os.environ, **(env or {})})
 
-    def close(self) -> None:
-        shutil.rmtree(self.work, ignore_errors=True)
-
-
 @pytest.fixture(scope="session")
-def vnpu_env():
-    root = os.environ.get("HEXBUILD_KERNEL_DEV_ROOT")
-    if not root:
-        pytest.skip("no DSP toolchain for the virtual NPU's runtime (HEXBUILD_KERNEL_DEV_ROOT)")
-    qemu = Path(os.environ.get("HEXBUILD_VNPU_QEMU") or Path(root) / "src/build-dma/qemu-hexagon")
-    if not os.access(qemu, os.X_OK):
-        pytest.skip(f"no qemu-hexagon at {qemu} (HEXBUILD_VNPU_QEMU)")
-    env = VnpuEnv(Path(root), qemu)
-    yield env
-    env.close()
+def vnpu_env(kernel_image, docker_client, tmp_path_factory):
+    work = tmp_path_factory.mktemp("vnpu-env")
+    container = docker_client.containers.run(kernel_image, ["sleep", "infinity"], detach=True, network_mode="none",
+                                             working_dir="/t", volumes={str(work): {"bind": "/t", "mode": "rw"}},
+                                             labels={"hexbuild.test": "vnpu-env"})
+    try:
+        yield VnpuEnv(container, work)
+    finally:
+        container.remove(force=True)
 
 
 @pytest.fixture(scope="session")
