@@ -54,11 +54,10 @@ static const char *const CALL_NAMES[] = {"remote_handle_control", "remote_handle
                                          "remote_system_request"};
 
 static int unsupported(int which, uint32_t req) {
-    static uint64_t said[4]; /* one bit per (call, request id < 64) */
-    const char *call = CALL_NAMES[which];
-    uint64_t bit = req < 64 ? 1ull << req : 0;
-    if (!bit || !(__atomic_fetch_or(&said[which], bit, __ATOMIC_RELAXED) & bit))
-        vnpu_say("%s: request %u is not supported by the virtual NPU", call, req);
+    static uint64_t said[4]; /* one bit per (call, request id < 63); bit 63 for every larger id */
+    uint64_t bit = 1ull << (req < 63 ? req : 63);
+    if (!(__atomic_fetch_or(&said[which], bit, __ATOMIC_RELAXED) & bit))
+        vnpu_say("%s: request %u is not supported by the virtual NPU", CALL_NAMES[which], req);
     return AEE_EUNSUPPORTED;
 }
 

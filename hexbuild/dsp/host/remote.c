@@ -232,6 +232,8 @@ VNPU_API int remote_handle64_close(remote_handle64 h) {
     if (!err) {
         err = vnpu_reply_status(reply, rlen);
         free(reply);
+    } else if (err == VNPU_E_DEAD) {
+        err = AEE_SUCCESS; /* the skel's state went with its process: the handle is released all the same */
     }
     pthread_mutex_lock(&s->mu);
     bool last = --s->n_handles == 0;
