@@ -56,6 +56,17 @@ print(json.dumps([e, h, e2, outs[0].decode(), e3, host.close(h), host.close(h), 
     assert vnpu_lines(err) == []
 
 
+def test_large_invoke(lib, dsp_env):
+    """An INVOKE of a few MiB each way is one packet: the socket's buffers are raised for it."""
+    out, err = run(lib, """
+data = bytes(range(256)) * (3 << 12)  # 3 MiB
+e, h = host.open("file:///l.so?x")
+e2, outs = host.invoke(h, 2, [data], [len(data)])
+print(json.dumps([e, e2, outs[0] == data[::-1], host.close(h)]))
+""", dsp_env)
+    assert out == [0, 0, True, 0], err
+
+
 def test_shared_memory_and_queue(lib, dsp_env):
     """A block the host writes is what the DSP sees, and the other way round; queue packets name
     buffers by fd + offset and come back with the host's own pointer."""

@@ -43,7 +43,7 @@ def main(argv: list[str]) -> int:
         sock.sendmsg([struct.pack("<III", typ, seq, len(body)) + body])
 
     while True:
-        msg, anc, _flags, _addr = sock.recvmsg(1 << 20, socket.CMSG_SPACE(16))
+        msg, anc, _flags, _addr = sock.recvmsg(16 << 20, socket.CMSG_SPACE(16))
         if not msg:
             if runtime.endswith(".ignore-eof"):
                 time.sleep(3600)

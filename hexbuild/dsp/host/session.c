@@ -222,6 +222,10 @@ int vnpu_session_start_locked(struct vnpu_session *s) {
     int sv[2], ep[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
         return launch_failed("socketpair: %s%s", strerror(errno), "");
+    /* One message is one packet, bounded by the sender's buffer (212992 bytes by default): room for
+     * INVOKE buffers of a few MiB both ways (the kernel caps it at net.core.wmem_max). */
+    int sndbuf = 8 << 20;
+    for (int i = 0; i < 2; i++) setsockopt(sv[i], SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
     if (pipe2(ep, O_CLOEXEC) != 0) {
         close(sv[0]);
         close(sv[1]);
