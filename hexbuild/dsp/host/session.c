@@ -1,6 +1,6 @@
 /* hexbuild's stand-in libcdsprpc.so: sessions. Each FastRPC session (effective domain) is one DSP
  * process, `$HEXBUILD_VNPU_QEMU -cpu $HEXBUILD_VNPU_CPU $HEXBUILD_VNPU_RUNTIME 3`, with its end of a
- * SOCK_SEQPACKET socketpair as fd 3. One reader thread per session sorts what arrives: replies go to
+ * SOCK_SEQPACKET socketpair as fd 3 (process.c). One reader thread per session sorts what arrives: replies go to
  * the request that waits for them, queue packets to their queue. When the process dies (EOF), every
  * waiter gets VNPU_E_DEAD and one line says why; nothing waits for it again. */
 #define _GNU_SOURCE
@@ -59,29 +59,6 @@ struct vnpu_map *vnpu_map_find_locked(struct vnpu_session *s, int fd) {
     return NULL;
 }
 
-/* ---- the DSP process ---- */
-
-static const char *signal_name(int sig) {
-    const char *d = strsignal(sig);
-    return d ? d : "unknown signal";
-}
-
-/* Reaps the process; waits at most ~2 s after EOF, then kills it (ours, by pid). Returns the
- * wait status, or -1 if it had to be killed. */
-static int reap(pid_t pid) {
-    int status = 0;
-    for (int i = 0; i < 200; i++) {
-        pid_t r = waitpid(pid, &status, WNOHANG);
-        if (r == pid) return status;
-        if (r < 0 && errno != EINTR) return 0; /* someone else reaped it (a SIGCHLD handler) */
-        struct timespec ts = {0, 10 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
-    kill(pid, SIGKILL);
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
-    return -1;
-}
-
 static void session_ended(struct vnpu_session *s, bool died) {
     pid_t pid;
     pthread_mutex_lock(&s->mu);
@@ -90,7 +67,7 @@ static void session_ended(struct vnpu_session *s, bool died) {
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
     vnpu_queues_session_ended(s, died);
-    int status = reap(pid);
+    int status = vnpu_reap(pid, 2000);
     if (died) {
         int sess = VNPU_SESSION_OF(s->edomain);
         if (status == -1)
@@ -98,7 +75,7 @@ static void session_ended(struct vnpu_session *s, bool died) {
                      (int) pid);
         else if (WIFSIGNALED(status))
             vnpu_say("the DSP process of session %d (pid %d) died: %s (signal %d)", sess, (int) pid,
-                     signal_name(WTERMSIG(status)), WTERMSIG(status));
+                     strsignal(WTERMSIG(status)), WTERMSIG(status));
         else
             vnpu_say("the DSP process of session %d (pid %d) ended unexpectedly (exit status %d)", sess, (int) pid,
                      WIFEXITED(status) ? WEXITSTATUS(status) : -1);
@@ -198,85 +175,27 @@ static void *reader_main(void *arg) {
     return NULL;
 }
 
-static int launch_failed(const char *fmt, const char *a, const char *b) {
-    char what[512];
-    snprintf(what, sizeof what, fmt, a, b);
-    vnpu_say("cannot start the DSP process: %s", what);
-    return AEE_ECONNREFUSED;
-}
-
 int vnpu_session_start_locked(struct vnpu_session *s) {
     if (s->state == VNPU_RUNNING) return AEE_SUCCESS;
     if (s->state == VNPU_DEAD) return VNPU_E_DEAD;
     if (s->state == VNPU_CLOSING) return AEE_EBADSTATE;
-    const char *qemu = getenv("HEXBUILD_VNPU_QEMU");
-    const char *runtime = getenv("HEXBUILD_VNPU_RUNTIME");
-    const char *cpu = getenv("HEXBUILD_VNPU_CPU");
-    if (!cpu || !*cpu) cpu = "v73";
-    if (!qemu || !*qemu) return launch_failed("HEXBUILD_VNPU_QEMU is not set (the path of qemu-hexagon)%s%s", "", "");
-    if (!runtime || !*runtime)
-        return launch_failed("HEXBUILD_VNPU_RUNTIME is not set (the path of the virtual NPU's DSP runtime)%s%s", "", "");
-    if (access(qemu, X_OK) != 0) return launch_failed("HEXBUILD_VNPU_QEMU=%s: %s", qemu, strerror(errno));
-    if (access(runtime, R_OK) != 0) return launch_failed("HEXBUILD_VNPU_RUNTIME=%s: %s", runtime, strerror(errno));
-
-    int sv[2], ep[2];
-    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
-        return launch_failed("socketpair: %s%s", strerror(errno), "");
-    /* One message is one packet, bounded by the sender's buffer (212992 bytes by default): room for
-     * INVOKE buffers of a few MiB both ways (the kernel caps it at net.core.wmem_max). */
-    int sndbuf = 8 << 20;
-    for (int i = 0; i < 2; i++) setsockopt(sv[i], SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
-    if (pipe2(ep, O_CLOEXEC) != 0) {
-        close(sv[0]);
-        close(sv[1]);
-        return launch_failed("pipe: %s%s", strerror(errno), "");
-    }
-    char *argv[] = {(char *) qemu, "-cpu", (char *) cpu, (char *) runtime, "3", NULL};
-    pid_t pid = fork();
-    if (pid == 0) {
-        /* Only async-signal-safe calls from here on. The child's end becomes fd 3 (dup2 clears
-         * CLOEXEC; if it is fd 3 already, clear it by hand). */
-        int e;
-        if (sv[1] == 3) e = fcntl(3, F_SETFD, 0);
-        else e = dup2(sv[1], 3);
-        if (e >= 0) execv(qemu, argv);
-        e = errno;
-        ssize_t w = write(ep[1], &e, sizeof e);
-        (void) w;
-        _exit(127);
-    }
-    int fork_errno = errno;
-    close(sv[1]);
-    close(ep[1]);
-    if (pid < 0) {
-        close(sv[0]);
-        close(ep[0]);
-        return launch_failed("fork: %s%s", strerror(fork_errno), "");
-    }
-    int child_errno = 0;
-    ssize_t r;
-    do r = read(ep[0], &child_errno, sizeof child_errno);
-    while (r < 0 && errno == EINTR);
-    close(ep[0]);
-    if (r == (ssize_t) sizeof child_errno) {
-        close(sv[0]);
-        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {}
-        return launch_failed("exec of %s: %s", qemu, strerror(child_errno));
-    }
-    s->sock = sv[0];
+    int sock;
+    pid_t pid;
+    int err = vnpu_spawn(&sock, &pid);
+    if (err) return err;
+    s->sock = sock;
     s->pid = pid;
     s->state = VNPU_RUNNING;
     if (pthread_create(&s->reader, NULL, reader_main, s) != 0) {
         s->state = VNPU_IDLE;
         close(s->sock);
         s->sock = -1;
-        kill(pid, SIGKILL);
-        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {}
-        return launch_failed("cannot start the session's reader thread%s%s", "", "");
+        vnpu_reap(pid, 0);
+        vnpu_say("cannot start the DSP process: no thread for the session's reader");
+        return AEE_ECONNREFUSED;
     }
     s->reader_started = true;
-    vnpu_trace("session %d: DSP process %d: %s -cpu %s %s 3", VNPU_SESSION_OF(s->edomain), (int) pid, qemu, cpu,
-               runtime);
+    vnpu_trace("session %d: DSP process %d", VNPU_SESSION_OF(s->edomain), (int) pid);
     return AEE_SUCCESS;
 }
 

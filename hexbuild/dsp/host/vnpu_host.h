@@ -132,6 +132,10 @@ int vnpu_request(struct vnpu_session *s, uint32_t type, const void *body, size_t
 /* Sends a message that has no reply (a queue packet); timeout_us as dspqueue_write's. */
 int vnpu_send_noreply(struct vnpu_session *s, uint32_t type, const struct iovec *iov, int iovcnt,
                       uint32_t timeout_us);
+/* Starts a DSP process (process.c): its socket and pid, or AEE_ECONNREFUSED and one line. */
+int vnpu_spawn(int *sock, pid_t *pid);
+/* Reaps pid, waiting up to wait_ms, then SIGKILLs it; the wait status, or -1 if it was killed. */
+int vnpu_reap(pid_t pid, int wait_ms);
 /* Ends the session's DSP process in order (its last handle closed). Call without s->mu. */
 void vnpu_session_stop(struct vnpu_session *s);
 /* The status at the front of a reply, or AEE_EBADITEM if the reply is too short. */
