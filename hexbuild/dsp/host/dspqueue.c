@@ -13,6 +13,11 @@
 
 #define QUEUE_MAGIC 0x71756575u
 
+/* What the host library passes (qualcomm/fastrpc's layout): 24 bytes, the pointer at 16. */
+_Static_assert(sizeof(struct dspqueue_buffer) == 24, "struct dspqueue_buffer is 24 bytes");
+_Static_assert(sizeof(struct vnpu_queue_packet) == 20, "the wire's queue packet header is 20 bytes");
+_Static_assert(sizeof(struct vnpu_wire_buf) == 16, "the wire's buffer is 16 bytes");
+
 struct pkt {
     struct pkt *next;
     uint8_t *body; /* owns the message; bufs and msg point into it */

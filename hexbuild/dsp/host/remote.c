@@ -12,6 +12,8 @@
 
 #include "vnpu_host.h"
 
+_Static_assert(sizeof(remote_arg) == 2 * sizeof(void *), "remote_arg is {pv, nLen}");
+
 #define MAX_HANDLES 1024
 #define HANDLE_BASE 0x100 /* never 0: FastRPC's callers test handles against 0 and -1 */
 
