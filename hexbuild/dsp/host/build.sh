@@ -3,7 +3,7 @@
 # sources: OUT/x86_64/libcdsprpc.so and OUT/aarch64/libcdsprpc.so.
 #   build.sh OUT [x86_64] [aarch64]        (both when no architecture is named)
 # Compilers: $CC_X86_64 (default cc), $CC_AARCH64 (default aarch64-linux-gnu-gcc if installed,
-# else clang --target=aarch64-linux-gnu --sysroot=$AARCH64_SYSROOT, default /usr/aarch64-linux-gnu).
+# else clang --target=aarch64-linux-gnu [--sysroot=$AARCH64_SYSROOT]).
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 [ $# -ge 1 ] || { echo "usage: $0 OUT [x86_64] [aarch64]" >&2; exit 2; }
@@ -23,7 +23,9 @@ for arch in "$@"; do
         else
             clang=$(command -v clang || command -v clang-21 || command -v clang-19 || true)
             [ -n "$clang" ] || { echo "build.sh: no AArch64 compiler (aarch64-linux-gnu-gcc or clang)" >&2; exit 1; }
-            cc="$clang --target=aarch64-linux-gnu --sysroot=${AARCH64_SYSROOT:-/usr/aarch64-linux-gnu} -fuse-ld=lld"
+            # Debian's cross layout (/usr/aarch64-linux-gnu, /usr/lib/gcc-cross) is found by the
+            # driver itself; another sysroot (a toolchain image's) is named by AARCH64_SYSROOT.
+            cc="$clang --target=aarch64-linux-gnu -fuse-ld=lld${AARCH64_SYSROOT:+ --sysroot=$AARCH64_SYSROOT}"
         fi ;;
     *) echo "build.sh: unknown architecture $arch (x86_64, aarch64)" >&2; exit 2 ;;
     esac
