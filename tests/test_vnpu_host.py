@@ -104,6 +104,48 @@ print(json.dumps([m, again, qe, qid, w, r, [list(b[:3]) + [b[3] - p] for b in bu
     assert unmap_again == AEE_ENOSUCHMAP
 
 
+def test_queue_callbacks(lib, dsp_env):
+    """A queue made with callbacks: the packet callback runs on the session's reader thread for each
+    packet (and reads it there with dspqueue_read_noblock); the error callback gets
+    AEE_EINTERRUPTED when the DSP process dies."""
+    out, _ = run(lib, """
+CB = C.CFUNCTYPE(None, C.c_void_p, C.c_int, C.c_void_p)
+got, errors = [], []
+read_noblock = host.lib.dspqueue_read_noblock
+read_noblock.argtypes = [C.c_void_p, C.POINTER(C.c_uint32), C.c_uint32, C.POINTER(C.c_uint32),
+                         C.POINTER(DspqueueBuffer), C.c_uint32, C.POINTER(C.c_uint32), C.c_char_p]
+def on_packet(q, err, ctx):
+    f, nb, ml = C.c_uint32(), C.c_uint32(), C.c_uint32()
+    msg = C.create_string_buffer(64)
+    r = read_noblock(q, C.byref(f), 0, C.byref(nb), None, 64, C.byref(ml), msg)
+    got.append([threading.current_thread() is threading.main_thread(), err, host.code(r), msg.raw[:ml.value].decode()])
+def on_error(q, err, ctx):
+    errors.append(host.code(err))
+pcb, ecb = CB(on_packet), CB(on_error)
+e, h = host.open("file:///l.so?x")
+q = C.c_void_p()
+host.lib.dspqueue_create.argtypes = [C.c_int, C.c_uint32, C.c_uint32, C.c_uint32, CB, CB, C.c_void_p, C.POINTER(C.c_void_p)]
+ce = host.code(host.lib.dspqueue_create(3, 0, 4096, 4096, pcb, ecb, None, C.byref(q)))
+for m in (b"one", b"two"):
+    host.write(q.value, [], m)
+deadline = time.monotonic() + 10
+while len(got) < 2 and time.monotonic() < deadline:
+    time.sleep(0.01)
+empty = host.code(read_noblock(q, None, 0, None, None, 0, None, None))
+host.invoke(h, 3, [b"x"], [])
+deadline = time.monotonic() + 10
+while not errors and time.monotonic() < deadline:  # called from the reader, after the waiters wake
+    time.sleep(0.01)
+print(json.dumps([ce, got, empty, errors, host.code(host.lib.dspqueue_close(q)), host.close(h)]))
+""", dsp_env)
+    ce, got, empty, errors, qclose, close = out
+    assert ce == 0
+    assert got == [[False, 0, 0, "eno"], [False, 0, 0, "owt"]]
+    assert empty == 516  # AEE_EWOULDBLOCK: the callback took them
+    assert errors == [AEE_EINTERRUPTED]
+    assert (qclose, close) == (0, 0)
+
+
 def test_read_timeout_and_poll(lib, dsp_env):
     out, _ = run(lib, """
 e, q, qid = host.queue(3)

@@ -11,7 +11,7 @@ mkdir -p "$1"
 out=$(cd "$1" && pwd)
 shift
 [ $# -gt 0 ] || set -- x86_64 aarch64
-srcs="log.c rpcmem.c process.c session.c remote.c control.c dspqueue.c unsupported.c"
+srcs="log.c rpcmem.c process.c session.c remote.c control.c dspqueue.c queue_rx.c unsupported.c"
 cflags="-std=gnu11 -O2 -g -fPIC -fvisibility=hidden -pthread -Wall -Wextra -Wno-unused-parameter -Werror=implicit-function-declaration ${EXTRA_CFLAGS:-}"
 ldflags="-shared -pthread -Wl,-soname,libcdsprpc.so -Wl,--version-script=$here/exports.map -Wl,-z,defs"
 for arch in "$@"; do

@@ -18,29 +18,6 @@ _Static_assert(sizeof(struct dspqueue_buffer) == 24, "struct dspqueue_buffer is 
 _Static_assert(sizeof(struct vnpu_queue_packet) == 20, "the wire's queue packet header is 20 bytes");
 _Static_assert(sizeof(struct vnpu_wire_buf) == 16, "the wire's buffer is 16 bytes");
 
-struct pkt {
-    struct pkt *next;
-    uint8_t *body; /* owns the message; bufs and msg point into it */
-    uint32_t flags, n_bufs, msg_len;
-    const struct vnpu_wire_buf *bufs;
-    const uint8_t *msg;
-};
-
-struct vnpu_hqueue {
-    uint32_t magic;
-    struct vnpu_hqueue *next; /* the session's list, under s->mu */
-    struct vnpu_session *s;
-    uint64_t id;
-    dspqueue_callback_t packet_cb, error_cb;
-    void *ctx;
-    pthread_cond_t cv; /* with s->mu: a packet arrived, the queue ended or is closing */
-    struct pkt *head, *tail;
-    uint64_t n_waiting, bytes_waiting;
-    int readers;  /* threads inside read/peek */
-    bool closing; /* dspqueue_close under way */
-    int end_err;  /* != 0: the session's DSP process is gone */
-};
-
 static uint64_t g_next_id = 1;
 
 static struct vnpu_hqueue *checked(dspqueue_t queue) {
@@ -120,7 +97,10 @@ VNPU_API AEEResult dspqueue_close(dspqueue_t queue) {
     pthread_mutex_lock(&s->mu);
     q->closing = true;
     pthread_cond_broadcast(&q->cv);
-    while (q->readers > 0) pthread_cond_wait(&q->cv, &s->mu);
+    /* No reader and no callback may still hold q when it is freed; a callback that closes its own
+     * queue runs on the reader thread and does not wait for itself. */
+    bool on_reader = s->reader_started && pthread_equal(s->reader, pthread_self());
+    while (q->readers > 0 || (q->callbacks > 0 && !on_reader)) pthread_cond_wait(&q->cv, &s->mu);
     for (struct vnpu_hqueue **pp = &s->queues; *pp; pp = &(*pp)->next)
         if (*pp == q) {
             *pp = q->next;
@@ -138,7 +118,7 @@ VNPU_API AEEResult dspqueue_close(dspqueue_t queue) {
             free(reply);
         }
     }
-    for (struct pkt *p = q->head, *n; p; p = n) {
+    for (struct vnpu_pkt *p = q->head, *n; p; p = n) {
         n = p->next;
         free(p->body);
         free(p);
@@ -228,7 +208,7 @@ static AEEResult read_packet(dspqueue_t queue, uint32_t *flags, uint32_t max_buf
     pthread_mutex_lock(&s->mu);
     q->readers++;
     int err = wait_packet_locked(q, timeout_us);
-    struct pkt *p = err ? NULL : q->head;
+    struct vnpu_pkt *p = err ? NULL : q->head;
     if (p && pop) {
         /* As dspqueue: a packet that does not fit stays where it is. */
         if ((buffers && max_buffers < p->n_bufs) || (message && max_message_length < p->msg_len)) err = AEE_EBADPARM;
@@ -336,69 +316,4 @@ VNPU_API AEEResult dspqueue_import(uint64_t queue_id, dspqueue_callback_t packet
     static int said;
     vnpu_say_once(said, "dspqueue_import is the DSP side's call, not the host's");
     return AEE_EUNSUPPORTED;
-}
-
-/* ---- from the session's reader thread ---- */
-
-void vnpu_queue_deliver(struct vnpu_session *s, uint8_t *body, size_t len) {
-    struct vnpu_queue_packet h;
-    if (len < sizeof h) goto bad;
-    memcpy(&h, body, sizeof h);
-    if (h.n_bufs > DSPQUEUE_MAX_BUFFERS || (uint64_t) sizeof h + 16ull * h.n_bufs + h.msg_len != len) goto bad;
-    struct pkt *p = malloc(sizeof *p);
-    if (!p) {
-        free(body);
-        return;
-    }
-    *p = (struct pkt){NULL, body, h.flags, h.n_bufs, h.msg_len, (const struct vnpu_wire_buf *) (body + sizeof h),
-                      body + sizeof h + 16 * h.n_bufs};
-    pthread_mutex_lock(&s->mu);
-    struct vnpu_hqueue *q = s->queues;
-    while (q && q->id != h.queue_id) q = q->next;
-    if (!q || q->closing) {
-        pthread_mutex_unlock(&s->mu);
-        static int said;
-        vnpu_say_once(said, "session %d: a packet for queue %llu, which is not open: dropped", VNPU_SESSION_OF(s->edomain),
-                      (unsigned long long) h.queue_id);
-        free(p);
-        free(body);
-        return;
-    }
-    if (q->tail) q->tail->next = p;
-    else q->head = p;
-    q->tail = p;
-    q->n_waiting++;
-    q->bytes_waiting += p->msg_len;
-    pthread_cond_broadcast(&q->cv);
-    dspqueue_callback_t cb = q->packet_cb;
-    void *ctx = q->ctx;
-    pthread_mutex_unlock(&s->mu);
-    if (cb) cb((dspqueue_t) q, AEE_SUCCESS, ctx);
-    return;
-bad:
-    vnpu_say("session %d: a malformed queue packet (%zu bytes) from the DSP process: dropped",
-             VNPU_SESSION_OF(s->edomain), len);
-    free(body);
-}
-
-void vnpu_queues_session_ended(struct vnpu_session *s, bool died) {
-    struct {
-        dspqueue_callback_t cb;
-        dspqueue_t q;
-        void *ctx;
-    } calls[64];
-    int n = 0;
-    pthread_mutex_lock(&s->mu);
-    for (struct vnpu_hqueue *q = s->queues; q; q = q->next) {
-        q->end_err = died ? VNPU_E_DEAD : AEE_EBADSTATE;
-        pthread_cond_broadcast(&q->cv);
-        if (died && q->error_cb && n < 64) {
-            calls[n].cb = q->error_cb;
-            calls[n].q = (dspqueue_t) q;
-            calls[n].ctx = q->ctx;
-            n++;
-        }
-    }
-    pthread_mutex_unlock(&s->mu);
-    for (int i = 0; i < n; i++) calls[i].cb(calls[i].q, VNPU_E_DEAD, calls[i].ctx);
 }

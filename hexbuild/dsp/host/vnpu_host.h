@@ -146,7 +146,31 @@ int vnpu_reply_status(const uint8_t *reply, size_t len);
 /* A map of fd on the session (s->mu held), or NULL. */
 struct vnpu_map *vnpu_map_find_locked(struct vnpu_session *s, int fd);
 
-/* ---- queues (dspqueue.c), called by the session's reader ---- */
+/* ---- queues (dspqueue.c; queue_rx.c on the session's reader thread) ---- */
+struct vnpu_pkt {
+    struct vnpu_pkt *next;
+    uint8_t *body; /* owns the message; bufs and msg point into it */
+    uint32_t flags, n_bufs, msg_len;
+    const struct vnpu_wire_buf *bufs;
+    const uint8_t *msg;
+};
+
+struct vnpu_hqueue {
+    uint32_t magic;
+    struct vnpu_hqueue *next; /* the session's list, under s->mu */
+    struct vnpu_session *s;
+    uint64_t id;
+    dspqueue_callback_t packet_cb, error_cb;
+    void *ctx;
+    pthread_cond_t cv; /* with s->mu: a packet arrived, the queue ended or is closing */
+    struct vnpu_pkt *head, *tail;
+    uint64_t n_waiting, bytes_waiting;
+    int readers;  /* threads inside read/peek */
+    int callbacks; /* callbacks running (on the session's reader thread) */
+    bool closing; /* dspqueue_close under way */
+    int end_err;  /* != 0: the session's DSP process is gone */
+};
+
 /* A DSP->host queue packet (body after the header); takes ownership of body. */
 void vnpu_queue_deliver(struct vnpu_session *s, uint8_t *body, size_t len);
 /* The session's DSP process is gone (died, or stopped): wakes readers, calls error callbacks. */
