@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 
 import pytest
 
@@ -284,6 +285,31 @@ print(json.dumps([e, c, dt]))
     e, c, dt = out
     assert (e, c) == (0, 0)
     assert 1.5 < dt < 10  # waited ~2 s for it, then SIGKILL
+    assert vnpu_lines(err) == []
+
+
+def test_no_dsp_process_outlives_the_program(lib, vnpu_stub, tmp_path):
+    """A program that exits with its session open (llama.cpp keeps its sessions to the end): the
+    library ends the DSP process at exit, even one that ignores EOF (killed after 2 s), so none is
+    left holding the program's stderr."""
+    runtime = tmp_path / "rt.ignore-eof"
+    runtime.write_bytes(b"")
+    env = {"HEXBUILD_VNPU_QEMU": str(vnpu_stub), "HEXBUILD_VNPU_RUNTIME": str(runtime)}
+    t = time.monotonic()
+    out, err = run(lib, """
+e, h = host.open("file:///l.so?x")
+def parent(pid):
+    try:
+        return int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError):
+        return None
+kids = [int(d) for d in os.listdir("/proc") if d.isdigit() and parent(d) == os.getpid()]
+print(json.dumps([e, kids]))
+""", env, timeout=60)
+    assert time.monotonic() - t < 30
+    e, kids = out
+    assert e == 0 and len(kids) == 1
+    assert not os.path.exists(f"/proc/{kids[0]}")
     assert vnpu_lines(err) == []
 
 

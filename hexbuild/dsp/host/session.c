@@ -21,6 +21,7 @@
 
 static struct vnpu_session g_sessions[VNPU_NUM_EDOMAINS];
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static int g_started; /* a session was ever started: the table is initialized */
 
 static void init_sessions(void) {
     for (int i = 0; i < VNPU_NUM_EDOMAINS; i++) {
@@ -195,6 +196,7 @@ int vnpu_session_start_locked(struct vnpu_session *s) {
         return AEE_ECONNREFUSED;
     }
     s->reader_started = true;
+    __atomic_store_n(&g_started, 1, __ATOMIC_RELEASE);
     vnpu_trace("session %d: DSP process %d", VNPU_SESSION_OF(s->edomain), (int) pid);
     return AEE_SUCCESS;
 }
@@ -345,4 +347,12 @@ int vnpu_request(struct vnpu_session *s, uint32_t type, const void *body, size_t
     *reply = p.reply;
     *reply_len = p.reply_len;
     return AEE_SUCCESS;
+}
+
+/* At exit, every DSP process still running is ended in order, so that none outlives the host
+ * program (its stderr is the program's) and each is reaped. A program that never closes its
+ * handles (llama.cpp keeps its sessions to the end) is the usual case. */
+__attribute__((destructor)) static void end_sessions_at_exit(void) {
+    if (!__atomic_load_n(&g_started, __ATOMIC_ACQUIRE)) return;
+    for (int i = 0; i < VNPU_NUM_EDOMAINS; i++) vnpu_session_stop(&g_sessions[i]);
 }
