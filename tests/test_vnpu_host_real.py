@@ -35,8 +35,10 @@ def run(lib, code, env, **kw):
 
 
 def failure_lines(text: str) -> list[str]:
-    """The virtual NPU's lines but its notes about what it does not model (power, DCVS, PMU)."""
-    return [ln for ln in text.splitlines() if ln.startswith("hexbuild-vnpu:") and "not modelled" not in ln]
+    """The virtual NPU's failure lines: its lines but the trace (HEXBUILD_VNPU_LOG=1, both sides)
+    and the notes about what it does not model (power, DCVS, PMU)."""
+    return [ln for ln in text.splitlines() if ln.startswith("hexbuild-vnpu:")
+            and not ln.startswith("hexbuild-vnpu: trace: ") and "not modelled" not in ln]
 
 
 # htp_iface.idl through the toolchain double's qaic: method 2 start(uint32 sess_id, uint64 queue_id,
@@ -166,6 +168,7 @@ def test_llama_completion_on_the_virtual_npu(aarch64_lib, env, vnpu_hexagon_pack
     from hexbuild.results.fastrpc_errors import explain_log
 
     assert explain_log(log.splitlines()) is None and " E ggml-hex:" not in log, log[-4000:]
+    assert not failure_lines(log), failure_lines(log)
     cpu = completion(pkg, None, {}, tiny)
     assert cpu.returncode == 0, cpu.stderr[-4000:]
     assert p.stdout.strip() == cpu.stdout.strip() and p.stdout.strip().startswith("hello world")
