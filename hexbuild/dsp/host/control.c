@@ -9,10 +9,6 @@
 
 #include "vnpu_host.h"
 
-int vnpu_domain_from_name(const char *name, size_t len);
-const char *vnpu_domain_name(int domain);
-int vnpu_handle_edomain(remote_handle64 h);
-
 /* qualcomm/fastrpc inc/remote.h; not in the SDK headers hexbuild carries. */
 struct vnpu_rpc_control_wakelock { uint32_t enable; };
 struct vnpu_rpc_get_domain { int domain; };

@@ -159,7 +159,7 @@ VNPU_API int remote_handle64_open(const char *name, remote_handle64 *ph) {
         return err;
     }
     *ph = (remote_handle64) (HANDLE_BASE + idx);
-    vnpu_trace("open %s: handle 0x%x (session %d, DSP handle 0x%llx)", name, HANDLE_BASE + idx, VNPU_SESSION_OF(ed),
+    vnpu_trace("open %s: handle 0x%x (session %d, DSP handle 0x%llx)", name, (unsigned) (HANDLE_BASE + idx), VNPU_SESSION_OF(ed),
                (unsigned long long) dsp_handle);
     return AEE_SUCCESS;
 }

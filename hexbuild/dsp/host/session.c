@@ -81,7 +81,7 @@ static void session_ended(struct vnpu_session *s, bool died) {
             vnpu_say("the DSP process of session %d (pid %d) ended unexpectedly (exit status %d)", sess, (int) pid,
                      WIFEXITED(status) ? WEXITSTATUS(status) : -1);
     } else {
-        vnpu_trace("session %d: DSP process %d ended (status 0x%x)", VNPU_SESSION_OF(s->edomain), (int) pid, status);
+        vnpu_trace("session %d: DSP process %d ended (status 0x%x)", VNPU_SESSION_OF(s->edomain), (int) pid, (unsigned) status);
     }
     pthread_mutex_lock(&s->send_mu); /* no sender still uses the fd number */
     pthread_mutex_lock(&s->mu);

@@ -176,6 +176,13 @@ void vnpu_queue_deliver(struct vnpu_session *s, uint8_t *body, size_t len);
 /* The session's DSP process is gone (died, or stopped): wakes readers, calls error callbacks. */
 void vnpu_queues_session_ended(struct vnpu_session *s, bool died);
 
+/* ---- domains and handles (remote.c) ---- */
+/* The domain (0..7) named by name[0..len), or -1; and a domain's name. */
+int vnpu_domain_from_name(const char *name, size_t len);
+const char *vnpu_domain_name(int domain);
+/* The effective domain of a handle, or -1. */
+int vnpu_handle_edomain(remote_handle64 h);
+
 /* ---- DSP capabilities ---- */
 /* "v73" -> 73 from HEXBUILD_VNPU_CPU (default v73). */
 int vnpu_cpu_arch(void);
