@@ -304,9 +304,13 @@ def load(*, flags: Mapping[str, Any] | None = None, config_file: str | Path | No
     return s
 
 
-# Variables that share the prefix but are not settings.
+# Variables that share the prefix but are not settings. HEXBUILD_VNPU_*: the environment of a
+# program running on the virtual NPU (its libcdsprpc.so and DSP runtime read them), which a shell
+# that runs such programs by hand has set when it runs hexbuild too.
 _NON_SETTING_ENV = {"HEXBUILD_CONFIG", "HEXBUILD_TEST_CACHE", "HEXBUILD_TEST_DOCKER_HOST", "HEXBUILD_DEBUG",
-                    "HEXBUILD_TEST_LAVA", "HEXBUILD_TEST_ENGINE"}
+                    "HEXBUILD_TEST_LAVA", "HEXBUILD_TEST_ENGINE", "HEXBUILD_TEST_VNPU_QEMU",
+                    "HEXBUILD_TEST_VNPU_RUNTIME", "HEXBUILD_VNPU_QEMU", "HEXBUILD_VNPU_RUNTIME", "HEXBUILD_VNPU_CPU",
+                    "HEXBUILD_VNPU_LOG", "HEXBUILD_VNPU_FARF"}
 
 
 def _flag_name(key: str) -> str:

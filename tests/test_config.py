@@ -80,6 +80,14 @@ def test_bad_env(tmp_path):
         load(env={"HEXBUILD_BUIDL_OS": "linux"}, cwd=tmp_path)
 
 
+def test_virtual_npu_environment_is_not_a_setting(tmp_path):
+    """A shell that runs programs on the virtual NPU by hand has its variables set; hexbuild runs."""
+    env = {"HEXBUILD_VNPU_QEMU": "/q", "HEXBUILD_VNPU_RUNTIME": "/r", "HEXBUILD_VNPU_CPU": "v73",
+           "HEXBUILD_VNPU_LOG": "1", "HEXBUILD_VNPU_FARF": "high", "HEXBUILD_TEST_VNPU_QEMU": "/q",
+           "HEXBUILD_TEST_VNPU_RUNTIME": "/r"}
+    assert load(env=env, cwd=tmp_path).values
+
+
 def test_every_option_has_env_and_help():
     for o in OPTIONS.values():
         assert o.env_var.startswith("HEXBUILD_") and o.help
