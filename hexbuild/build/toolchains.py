@@ -57,7 +57,19 @@ def choose(options: BuildOptions, facts: Any, root: Path) -> ToolchainChoice:
                                   "or --toolchain open for a Linux build without the NPU libraries")
         _check_image(image)
     return ToolchainChoice("vendor", image, image_source, image_pinned, targets=list(options.targets),
-                           targets_source="--build-target" if options.targets else "all")
+                           targets_source="--build-target" if options.targets else "all",
+                           cmake_args=tests_args(root, options.targets))
+
+
+def tests_args(root: Path, targets: list[str]) -> list[str]:
+    """A test program asked for by name (test-backend-ops) is built and installed: the tree's
+    presets leave its tests off."""
+    if not any(t.startswith("test-") for t in targets):
+        return []
+    args = ["-DLLAMA_BUILD_TESTS=ON"]
+    if "LLAMA_TESTS_INSTALL" in cmake_options(root):
+        args.append("-DLLAMA_TESTS_INSTALL=ON")
+    return args
 
 
 def _open(options: BuildOptions, root: Path) -> ToolchainChoice:
@@ -81,10 +93,7 @@ def _open(options: BuildOptions, root: Path) -> ToolchainChoice:
         targets, source = [t for t in DEFAULT_OPEN_TARGETS if tree_has_target(root, t)], "default"
     args = ["-DGGML_HEXAGON=OFF", *open_image.CMAKE_ARGS]
     args += [f"-D{name}=OFF" for name in ("LLAMA_CURL", "LLAMA_OPENSSL") if name in tree_options]
-    if any(t.startswith("test-") for t in targets):
-        args.append("-DLLAMA_BUILD_TESTS=ON")
-        if "LLAMA_TESTS_INSTALL" in tree_options:
-            args.append("-DLLAMA_TESTS_INSTALL=ON")
+    args += tests_args(root, targets)
     return ToolchainChoice("open", image, image_source, None, cmake_args=args, targets=targets,
                            targets_source=source, npu=False, lacks=list(OPEN_LACKS))
 
