@@ -73,9 +73,13 @@ def device_invocation(target, req: OpsRequest, name: str) -> runner.Invocation:
     regex = types_regex(req.types)
     if regex:
         extra += ["-p", regex]
+    # Upstream runs test-backend-ops on HTP with host buffers off (docs/backend/snapdragon's
+    # `HB=0 run-tool.sh test-backend-ops`, the QDC runner's GGML_HEXAGON_HOSTBUF=0): with them on,
+    # the CPU reference reads the repacked weights' bytes as the plain type and computes NaN.
     return runner.prepare_on(target, runner.RunRequest(kind="tool", target=req.target, dest=req.dest,
                                                        models_dir=req.models_dir, ndev=req.ndev,
-                                                       devices=req.devices, extra=extra)).invocation
+                                                       devices=req.devices, extra=extra,
+                                                       tool_knobs={"GGML_HEXAGON_HOSTBUF": "0"})).invocation
 
 
 def sessions_to_test(target, req: OpsRequest) -> list[str]:

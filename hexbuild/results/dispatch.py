@@ -67,6 +67,10 @@ _SKEL = re.compile(r"file:///([^?]+)")
 # the backend's own lines start with its tag (after a log prefix, if any); prose that names it
 # ("the first `ggml-hex` failure", 'see "ggml-hex: failed …"') is not its output
 _HEX_TAG = re.compile(r"(?<![\w`'\"/.-])ggml-hex: ")
+# hexbuild's virtual NPU (the qemu+npu: target) says each session it opens and, at the end, the
+# bytes mapped to its DSP: the FastRPC layer's own account, as a phone's log would give it
+_VNPU_OPEN = re.compile(r"^hexbuild-vnpu: (HTP\d+): session opened on the virtual NPU \((\S+) on an emulated (\S+) cDSP")
+_VNPU_BYTES = re.compile(r"^hexbuild-vnpu: (HTP\d+): (\d+) bytes on HTP buffers")
 
 
 class SessionLog:
@@ -80,6 +84,8 @@ class SessionLog:
         self.sessions: dict[str, dict[str, Any]] = {}
         self.errors: list[str] = []
         self.positive = False  # the log shows successes too (INFO lines), not only failures
+        self.vnpu_bytes: dict[str, int] = {}  # the virtual NPU's own account, by device
+        self.vnpu_model: str | None = None
         self._last_alloc: str | None = None
 
     def _session(self, name: str) -> dict[str, Any]:
@@ -92,6 +98,8 @@ class SessionLog:
 
     def feed(self, line: str) -> dict[str, Any] | None | bool:
         """False: not a ggml-hex line this reader knows; True: recorded; a dict: a failure."""
+        if line.startswith("hexbuild-vnpu: "):
+            return self._vnpu(line)
         tag = _HEX_TAG.search(line)
         if tag is None:
             return False
@@ -152,9 +160,24 @@ class SessionLog:
             return True
         return False
 
+    def _vnpu(self, line: str) -> bool:
+        if m := _VNPU_OPEN.match(line):
+            s = self._session(m[1])
+            if s["status"] != "failed":
+                s.update(status="opened", skel=m[2], emulated=True)
+            self.vnpu_model = m[3]
+            return True
+        if m := _VNPU_BYTES.match(line):
+            self.vnpu_bytes[m[1]] = int(m[2])
+            return True
+        return False
+
     def to_json(self) -> dict[str, Any]:
-        return {"arch": self.arch, "dma64": self.dma64, "ndev": self.ndev,
-                "sessions": list(self.sessions.values()), "errors": list(self.errors)}
+        out = {"arch": self.arch, "dma64": self.dma64, "ndev": self.ndev,
+               "sessions": list(self.sessions.values()), "errors": list(self.errors)}
+        if self.vnpu_model:
+            out.update(vnpu_model=self.vnpu_model, vnpu_bytes=dict(self.vnpu_bytes))
+        return out
 
 
 @functools.lru_cache(maxsize=1)
@@ -201,10 +224,14 @@ def verdict(log: dict[str, Any] | None, requested: Sequence[str], *, cpu_only: b
     by_name = {s["name"]: s for s in hx["sessions"]}
     requested = [] if cpu_only else list(dict.fromkeys(requested))
     htp_bytes = _htp_bytes(log)
+    if htp_bytes is None and hx.get("vnpu_bytes"):  # the virtual NPU's account, when the backend printed none
+        htp_bytes = sum(hx["vnpu_bytes"].get(n, 0) for n in requested) or None
     out: dict[str, Any] = {"requested": len(requested), "requested_devices": requested, "opened": 0,
                            "unconfirmed": [], "sessions": hx["sessions"], "arch": hx.get("arch"),
                            "htp_bytes": htp_bytes, "fallback_reason": None, "failed_session": None,
                            "code": None, "cpu_only": cpu_only}
+    if hx.get("vnpu_model"):
+        out["emulated_npu"] = f"{hx['vnpu_model']} (hexbuild's virtual NPU: an emulated cDSP)"
     reasons: list[tuple[str, dict[str, Any] | None]] = []
     for s in hx["sessions"]:  # a failure anywhere (a peer of a requested device too) is a fallback
         if s.get("status") == "failed":

@@ -56,7 +56,7 @@ class LogParser:
             return
         if "memory_breakdown_print:" in line and self.breakdown.feed(line):
             return
-        if "ggml-hex" in line and self.hexagon.feed(line):
+        if ("ggml-hex" in line or line.startswith("hexbuild-vnpu: ")) and self.hexagon.feed(line):
             return
         if self.bench.feed(line):
             return

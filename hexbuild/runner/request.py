@@ -29,6 +29,8 @@ class RunRequest:
     model: str | None = None
     prompt_file: str | None = None
     knobs: list[tuple[str, str]] = field(default_factory=list)
+    # GGML_HEXAGON_* values a tool needs, set when the deployed revision reads them (never an error)
+    tool_knobs: dict[str, str] = field(default_factory=dict)
     extra: list[str] = field(default_factory=list)
     threads: int | str | None = 6  # a str may be llama-bench's list syntax ("4,6"); None: the target's default
     ubatch: int | str = 1024
@@ -118,6 +120,9 @@ def prepare_on(target, req: RunRequest, *, offline_ok: bool = False) -> Prepared
                     raise
         check_sessions(sess.count, os_name=os_name, htp_arch=arch)
     knobs = knob_env(req.knobs, rev)
+    for name, value in req.tool_knobs.items():
+        if rev.env_vars is None or name in rev.env_vars:
+            knobs.setdefault(name, value)  # the user's --hex-* wins
     if rev.style == "run.py" and "GGML_HEXAGON_OPPOLL" in (rev.env_vars or []):
         knobs.setdefault("GGML_HEXAGON_OPPOLL", "1")  # run.py's default
 

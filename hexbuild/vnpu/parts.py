@@ -85,8 +85,9 @@ def ensure_parts(*, client=None) -> VnpuParts:
                 "sh", "-c", "set -e; cp /opt/hexbuild/bin/qemu-hexagon /out/qemu-hexagon; "
                 + " ".join(_q(a) for a in _runtime_argv())])
             _run(client, oimage.image, part, [
-                "env", "CC_X86_64=clang", "CC_AARCH64=clang --target=aarch64-linux-gnu "
-                "--sysroot=/usr/aarch64-linux-gnu -fuse-ld=lld", "sh", "/dsp/host/build.sh", "/out"])
+                # Debian's cross layout (/usr/aarch64-linux-gnu) is found by clang's driver itself
+                "env", "CC_X86_64=clang", "CC_AARCH64=clang --target=aarch64-linux-gnu -fuse-ld=lld",
+                "sh", "/dsp/host/build.sh", "/out"])
             shutil.rmtree(parts.root, ignore_errors=True)
             part.rename(parts.root)
         finally:

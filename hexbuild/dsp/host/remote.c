@@ -112,6 +112,24 @@ static int session_for(int edomain, struct vnpu_session **out, bool add_handle) 
     return err;
 }
 
+/* One line per session as it first opens, in the same HTPn names llama.cpp gives its devices
+ * (device n is session n): what a FastRPC log on a phone would show, which the dispatch proof reads
+ * where the backend's own "new session" line is not printed (0.3.28 opens before -lv applies). */
+static void announce_open(struct vnpu_session *s, int ed, const char *uri) {
+    pthread_mutex_lock(&s->mu);
+    bool first = !s->announced;
+    s->announced = true;
+    int pid = (int) s->pid;
+    pthread_mutex_unlock(&s->mu);
+    if (!first) return;
+    const char *lib = strstr(uri, "file:///");
+    lib = lib ? lib + 8 : uri;
+    int len = (int) strcspn(lib, "?");
+    const char *cpu = getenv("HEXBUILD_VNPU_CPU");
+    vnpu_say("HTP%d: session opened on the virtual NPU (%.*s on an emulated %s cDSP, pid %d)", VNPU_SESSION_OF(ed),
+             len, lib, cpu && *cpu ? cpu : "v73", pid);
+}
+
 VNPU_API int remote_handle64_open(const char *name, remote_handle64 *ph) {
     if (!name || !ph) return AEE_EBADPARM;
     int ed = uri_edomain(name);
@@ -151,6 +169,7 @@ VNPU_API int remote_handle64_open(const char *name, remote_handle64 *ph) {
             err = AEE_EOUTOFHANDLES;
         }
     }
+    if (!err) announce_open(s, ed, name);
     if (err) {
         pthread_mutex_lock(&s->mu);
         bool last = --s->n_handles == 0;
@@ -339,6 +358,10 @@ VNPU_API int fastrpc_mmap(int domain, int fd, void *addr, int offset, size_t len
         free(m);
         return err;
     }
+    pthread_mutex_lock(&s->mu);
+    s->mapped_bytes += length;
+    if (s->mapped_bytes > s->mapped_peak) s->mapped_peak = s->mapped_bytes;
+    pthread_mutex_unlock(&s->mu);
     vnpu_trace("fastrpc_mmap session %d fd %d %zu bytes: DSP address 0x%08x", VNPU_SESSION_OF(domain), fd, length,
                m->dsp_addr);
     return AEE_SUCCESS;
@@ -356,6 +379,7 @@ VNPU_API int fastrpc_munmap(int domain, int fd, void *addr, size_t length) {
         if ((*pp)->fd == fd) {
             m = *pp;
             *pp = m->next;
+            s->mapped_bytes -= m->size;
             break;
         }
     }

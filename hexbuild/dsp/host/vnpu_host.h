@@ -110,6 +110,8 @@ struct vnpu_session {
     struct vnpu_map *maps;
     struct vnpu_hqueue *queues;
     int n_handles;
+    uint64_t mapped_bytes, mapped_peak; /* fastrpc_mmap'd to the DSP now, and at most at once */
+    bool announced;                     /* its "session opened" line was said */
 };
 
 struct vnpu_pending {
