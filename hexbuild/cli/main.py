@@ -175,7 +175,9 @@ def command_module(argv: list[str]) -> str | None:
 def _fail(err: errors.HexbuildError) -> int:
     try:
         if ui.json and not ui.result_emitted:
-            sys.stdout.write(json.dumps({"error": err.to_json()}) + "\n")
+            doc: dict = {"error": err.to_json()}  # and what was said before it (-q kept it off stderr)
+            doc.update({k: v for k, v in (("warnings", ui.warnings), ("notes", ui.notes)) if v})
+            sys.stdout.write(json.dumps(doc) + "\n")
             sys.stdout.flush()
         ui.error(err.message, hint=err.hint)
     except BrokenPipeError:

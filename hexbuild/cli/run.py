@@ -100,7 +100,7 @@ def run_command(
         prepared = runner.prepare(req, s, offline_ok=True)
         prepared.target.close()
         if prepared.cpu_only:
-            ui.warn(prepared.cpu_only)
+            prepared.cpu_only.say()
         inv = prepared.invocation
         ui.result({"target": req.target, **inv.to_json()}, inv.command_line())
         return

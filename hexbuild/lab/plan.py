@@ -157,9 +157,7 @@ def _run_step(board: PackageBoard, req: LabRequest, model: str | None, out: Plan
     prepared = runner.prepare_on(board, _rr(req, kind="completion", model=model, prompt_file=req.prompt_file))
     _ship_upload(out, prepared.prompt_upload)
     if prepared.cpu_only:
-        from ..ui import ui
-
-        ui.warn(prepared.cpu_only)
+        prepared.cpu_only.say()
     return Step("run", prepared.invocation, title=f"{prepared.invocation.tool} (hexbuild run completion)")
 
 

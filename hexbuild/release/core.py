@@ -49,6 +49,7 @@ class Release(ReleaseStages):
         self.dist = options.dist
         self.started = time.time()
         self.warnings_before = len(ui.warnings)
+        self.notes_before = len(ui.notes)
         self.stages: list[Stage] = []
         self.built: dict[str, _Built] = {}
         self.assets: list[dict[str, Any]] = []
@@ -260,6 +261,7 @@ class Release(ReleaseStages):
             "dist": str(self.dist),
             "strict": self.opts.strict,
             "warnings": self._new_warnings(),
+            "notes": list(ui.notes[self.notes_before:]),  # facts the release chose (a CPU-only build): not --strict's
             "ci": ui.ci,
             "stages": [s.to_json() for s in self.stages],
             "artifacts": [{k: a[k] for k in ("name", "os", "path", "size", "sha256")} for a in self.assets],

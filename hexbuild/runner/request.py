@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..artifacts.npu import cpu_only_note, sessions_refused
+from ..artifacts.npu import CpuOnly, cpu_only_note, sessions_refused
 from ..errors import CpuFallback, EnvironmentMissing, RemoteFailed, UsageError
 from ..ui import ui
 from .commands import REVISION_CPU_MASK, Invocation, render
@@ -47,7 +47,7 @@ class Prepared:
     invocation: Invocation
     prompt_upload: tuple[Path, str] | None = None  # local prompt file → its path on the device
     sessions: list[str] = field(default_factory=list)  # the HTP devices selected (none: CPU only)
-    cpu_only: str | None = None  # the deployed package has no NPU libraries: the line to warn with
+    cpu_only: CpuOnly | None = None  # the deployed package has no NPU libraries: the line that says so
 
 
 def open_target(spec: str, settings):
@@ -162,7 +162,7 @@ def prepare_on(target, req: RunRequest, *, offline_ok: bool = False) -> Prepared
 def run(req: RunRequest, settings) -> RunRecord:
     prepared = prepare(req, settings)
     if prepared.cpu_only:
-        ui.warn(prepared.cpu_only)
+        prepared.cpu_only.say()
     with prepared.target as target:
         if prepared.prompt_upload:
             local, remote = prepared.prompt_upload

@@ -65,6 +65,8 @@ def detach(req: ServeRequest, settings, *, stream: bool = True, timeout: float |
             if mine and rec.get("status") == "ready":
                 for text in rec.get("warnings") or []:  # said in the supervisor, whose output is its log
                     ui.warn(text)
+                for text in rec.get("notes") or []:
+                    ui.note(text)
                 return rec
             if proc.poll() is not None:
                 break
