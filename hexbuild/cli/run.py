@@ -83,6 +83,7 @@ def run_command(
     (--hex-nhvx 4, --hex-hostbuf 0, ...)."""
     from .. import runner
     from ..errors import UsageError
+    from ..runner.defaults import given_threads
     from ..ui import ui
 
     if kind not in runner.KINDS:
@@ -95,7 +96,7 @@ def run_command(
         ndev=ndev if ndev is not None else (None if devices is not None else (s["run.ndev"] or None)),
         devices=devices, model=s["run.model"] or None, prompt_file=prompt_file,
         knobs=ctx.meta.get("hexbuild.knobs", []), extra=ctx.meta.get("hexbuild.extra", []),
-        threads=None if s.origin("run.threads") == "default" else s["run.threads"], ubatch=s["run.ubatch"], results_dir=s["run.results_dir"], timeout=timeout)
+        threads=given_threads(s), ubatch=s["run.ubatch"], results_dir=s["run.results_dir"], timeout=timeout)
     if print_only:
         prepared = runner.prepare(req, s, offline_ok=True)
         prepared.target.close()

@@ -30,7 +30,7 @@ class LabRequest:
     htp_devices: str | None = None
     knobs: list[tuple[str, str]] = field(default_factory=list)
     extra: list[str] = field(default_factory=list)  # completion and bench: the program's own arguments
-    threads: int | None = None  # None: llama.cpp's scripts' 6
+    threads: int | None = None  # None: runner/defaults.py decides (a lab board: llama.cpp's scripts' 6)
     ubatch: int = 1024
     prompt_file: str | None = None
     bundle_runtime: bool = False
@@ -168,7 +168,7 @@ def _bench_steps(board: PackageBoard, req: LabRequest, model: str | None, out: P
         raise UsageError("no model: a bench job needs --model")
     breq = matrix.BenchRequest(targets=[board.spec], models=[model], ndev=[req.ndev] if req.ndev else
                                ([] if req.htp_devices else [1]), devices=[req.htp_devices] if req.htp_devices else [],
-                               ubatch=[req.ubatch], threads=[req.threads or 6], knobs=req.knobs,
+                               ubatch=[req.ubatch], threads=[req.threads] if req.threads else [], knobs=req.knobs,
                                extra=req.extra, dest=INSTALL, models_dir=MODELS,
                                sessions_given=bool(req.ndev or req.htp_devices))
     planned = matrix.plan_on(board, board.spec, breq)

@@ -9,7 +9,8 @@ from typing import Any
 from ..artifacts.npu import CpuOnly, cpu_only_note, sessions_refused
 from ..errors import CpuFallback, EnvironmentMissing, RemoteFailed, UsageError
 from ..ui import ui
-from .commands import REVISION_CPU_MASK, Invocation, render
+from .commands import Invocation, render
+from .defaults import run_defaults
 from .execution import RunRecord, _slug, execute
 from .htp_sessions import Sessions, check_sessions, sessions
 from .install import (MANIFEST, PROMPTS_DIR, cpu_only, default_dest, default_models_dir,
@@ -30,7 +31,7 @@ class RunRequest:
     prompt_file: str | None = None
     knobs: list[tuple[str, str]] = field(default_factory=list)
     extra: list[str] = field(default_factory=list)
-    threads: int | str | None = 6  # a str may be llama-bench's list syntax ("4,6"); None: the target's default
+    threads: int | str | None = None  # what the user gave (a str may be llama-bench's list "4,6"); None: defaults.py decides
     ubatch: int | str = 1024
     batch: str | None = None
     bench_output: str | None = None  # llama-bench -o, forced by hexbuild bench
@@ -145,9 +146,8 @@ def prepare_on(target, req: RunRequest, *, offline_ok: bool = False) -> Prepared
 
     inv = render(req.kind, rev=rev, dest=dest, models_dir=models_dir, sessions_=sess, knobs=knobs,
                  model=req.model, prompt_path=prompt_path, extra=req.extra,
-                 threads=str(req.threads if req.threads is not None else (target.default_threads() or 6)),
                  ubatch=str(req.ubatch), batch=req.batch, bench_output=req.bench_output, installed=installed,
-                 npu=not (no_htp or req.cpu), cpu_mask=target.fit_cpu_mask(REVISION_CPU_MASK))
+                 defaults=run_defaults(target, manifest, threads=req.threads, cpu=req.cpu))
     inv.cpu_only = no_htp
     if installed is not None and "/" not in inv.tool and inv.argv[0].startswith("./bin/") \
             and inv.argv[0][len("./bin/"):] not in installed:

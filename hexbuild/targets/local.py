@@ -57,6 +57,11 @@ class LocalTarget(ShellTarget):
     def probe(self, dest: str) -> DeviceInfo:
         return self.probe_linux(self.expand(dest))
 
+    def default_threads(self) -> int | None:
+        # the programs run on this machine: threads beyond its cores only contend (emulated ones
+        # under qemu: -t 6 on 2 cores is ~10x slower), so -t is the cores this process may use
+        return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+
     def fit_cpu_mask(self, mask: str) -> str | None:
         # this machine: a mask naming a core it lacks pins nothing ('failed to set affinity mask'
         # on a 2-core runner), and its threads default to its own cores anyway (qemu:)
