@@ -82,7 +82,7 @@ def run_command(
     dispatch proof, in the JSON result's "dispatch"). --hex-KNOB VALUE sets GGML_HEXAGON_KNOB
     (--hex-nhvx 4, --hex-hostbuf 0, ...)."""
     from .. import runner
-    from ..errors import UsageError
+    from ..errors import UsageError, shell_status
     from ..runner.defaults import given_threads
     from ..ui import ui
 
@@ -125,7 +125,7 @@ def run_command(
         doc["roofline"] = roof
     ui.result(doc)
     if record.exit_code:
-        raise typer.Exit(record.exit_code)
+        raise typer.Exit(shell_status(record.exit_code))
     runner.check_dispatch(record, allow_cpu_fallback=allow_cpu_fallback)
 
 

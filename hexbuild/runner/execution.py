@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import HexbuildError, Interrupted
+from ..errors import HexbuildError, Interrupted, signal_name
 from ..paths import atomic_write
 from ..ui import ui
 from .commands import Invocation
@@ -74,6 +74,8 @@ class RunRecord:
                "env": self.invocation.env, "cwd": self.invocation.cwd, "exit_code": self.exit_code,
                "duration_s": round(self.duration_s, 3), "log": self.log, "results": self.results,
                "dispatch": self.dispatch}
+        if signal_name(self.exit_code):  # the shell's reading of 128+N: killed by signal N
+            out["signal"] = signal_name(self.exit_code)
         if self.error:
             out["error"] = self.error
         if self.diagnosis:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..artifacts.npu import CpuOnly, cpu_only_note, sessions_refused
-from ..errors import CpuFallback, EnvironmentMissing, RemoteFailed, UsageError
+from ..errors import CpuFallback, EnvironmentMissing, RemoteFailed, UsageError, signal_name
 from ..ui import ui
 from .commands import Invocation, render
 from .defaults import run_defaults
@@ -169,5 +169,7 @@ def run(req: RunRequest, settings) -> RunRecord:
             target.write_file(remote, local.read_bytes())
         ui.info(f"running {prepared.invocation.tool} on {req.target}")
         record = execute(target, prepared.invocation, results_dir=Path(req.results_dir), timeout=req.timeout)
-    ui.info(f"{record.invocation.tool} exited {record.exit_code} after {record.duration_s:.1f}s; log: {record.log}")
+    killed = signal_name(record.exit_code)
+    ui.info(f"{record.invocation.tool} exited {record.exit_code}" + (f" (killed by {killed})" if killed else "")
+            + f" after {record.duration_s:.1f}s; log: {record.log}")
     return record

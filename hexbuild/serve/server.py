@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ..errors import DeviceLost, EnvironmentMissing, HexbuildError, RemoteFailed, UsageError
+from ..errors import DeviceLost, EnvironmentMissing, HexbuildError, Interrupted, RemoteFailed, UsageError
 from ..runner import background
 from ..runner.install import default_dest, default_models_dir, installed_tools, read_manifest
 from ..runner.request import RunRequest, open_target, prepare_on
@@ -319,8 +319,9 @@ def stop(server: Server) -> None:
 
 
 def supervise(server: Server, *, poll: float = 1.0, announce: Callable[[], None] | None = None) -> None:
-    """Until Ctrl-C/SIGTERM (a clean stop) or a failure (raised after cleaning up);
-    ``announce`` (printing the URL) runs inside, so a signal right after it still cleans up."""
+    """Until Ctrl-C/SIGTERM (a clean stop, then Interrupted: exit 130, as the exit-code table
+    has it for every command) or a failure (raised after cleaning up); ``announce`` (printing
+    the URL) runs inside, so a signal right after it still cleans up."""
     try:
         if announce is not None:
             announce()
@@ -330,10 +331,10 @@ def supervise(server: Server, *, poll: float = 1.0, announce: Callable[[], None]
             if not server.forward.alive():
                 break
     except KeyboardInterrupt:
-        ui.info(f"stopping {SERVER} on {server.target.spec}")
+        spec = server.target.spec
+        ui.info(f"stopping {SERVER} on {spec}")
         stop(server)
-        ui.info("stopped; the forward is removed")
-        return
+        raise Interrupted(f"interrupted: {SERVER} on {spec} is stopped and the forward is removed") from None
     _ended(server)
 
 

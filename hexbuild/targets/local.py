@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from ..errors import EnvironmentMissing, RemoteFailed, UsageError
+from ..errors import EnvironmentMissing, RemoteFailed, UsageError, shell_status
 from ..ui import ui
 from .base import ByteProgress, DeviceInfo, OutputSink, TargetCaps, TargetKind, TargetSettings
 from .posix import ShellTarget
@@ -140,7 +140,7 @@ class LocalTarget(ShellTarget):
                         sel.unregister(key.fileobj)
                     elif on_output:
                         on_output(key.data, data)
-            return p.wait(timeout=max(0.1, deadline - time.monotonic()))
+            return shell_status(p.wait(timeout=max(0.1, deadline - time.monotonic())))
         except subprocess.TimeoutExpired:
             p.kill()
             p.wait()
