@@ -30,17 +30,20 @@ def _timestamp() -> str:
     return time.strftime("%Y%m%d-%H%M%S", time.localtime(t)) + f"-{int(t * 1000) % 1000:03d}"
 
 
-def diagnose_log(text: str, *, said: bool = False) -> dict | None:
-    """The first ggml-hex failure in a run's log, explained (one warning line: cause, then fix,
-    unless ``said``: the dispatch proof reports a fallback with the same explanation)."""
+def diagnose_log(text: str, spec: str, *, said: bool = False) -> dict | None:
+    """The first ggml-hex failure in a run's log on ``spec``, explained with the fix and checks
+    that target has (proof.fit_diagnosis); one warning line, cause then fix, unless ``said``: the
+    dispatch proof reports a fallback with the same explanation."""
     from ..results.fastrpc_errors import explain_log
+    from .proof import fit_diagnosis
 
     found = explain_log(text.splitlines())
     if found is None:
         return None
+    fitted = fit_diagnosis(spec, found.to_json())
     if not said:
-        ui.warn(f"{found.line}: {found.summary()}; fix: {found.fix}")
-    return found.to_json()
+        ui.warn(f"{found.line}: {found.summary()}; fix: {fitted['fix']}")
+    return fitted
 
 
 def _offer_addr2line(record: "RunRecord", text: str) -> None:
@@ -152,7 +155,7 @@ def _judged(spec: str, inv: Invocation, code: int | None, duration: float, log_p
     record = RunRecord(spec, inv, code, duration, str(log_path), stdout, results=results, error=error,
                        dispatch=judge(inv, results, watch.sessions))
     text = log_path.read_text(encoding="utf-8", errors="replace")
-    record.diagnosis = diagnose_log(text, said=bool((record.dispatch or {}).get("fallback_reason")))
+    record.diagnosis = diagnose_log(text, spec, said=bool((record.dispatch or {}).get("fallback_reason")))
     _offer_addr2line(record, text)
     if json_path is not None:
         atomic_write(json_path, json.dumps(record.to_json(), indent=2) + "\n")
