@@ -61,7 +61,7 @@ from typing import Any
 from ..errors import UsageError
 from .gguf_layout import Layer, ModelLayout, read_gguf_header, read_model
 from .render import mib, render
-from ..plan_rules import ASSUMED, PlanRules
+from ..plan_rules import ASSUMED, NEWEST_KNOWN, PlanRules
 from .split import balance, bytes_per_session, llama_assign, min_max_cap, ratios_for, split_ends
 
 __all__ = ["DEFAULT_MAX_NDEV", "DEFAULT_VMEM", "LLAMA_MAX_DEVICES", "Layer", "ModelLayout", "balance", "llama_assign",
@@ -107,9 +107,11 @@ def make_plan(layout: ModelLayout, *, vmem: int = DEFAULT_VMEM, max_ndev: int = 
                          f"({', '.join(layout.rules.repack_types)}): nothing to place on the NPU")
     notes = list(layout.notes)
     if layout.rules.origin == "assumed":
-        notes.append("no revision given: assumed the rules of the newest known tree (0.3.36: "
-                     f"repacks {' '.join(layout.rules.repack_types)}; no row limit); pass --source, "
-                     "--package or --target for your revision's")
+        notes.append(f"no revision given: used the rules of the newest revision hexbuild knows, {NEWEST_KNOWN} "
+                     f"(repacks {' '.join(layout.rules.repack_types)}; no row limit; sessions of "
+                     f"{mib(int((layout.rules.vmem or {}).get('default_bytes') or DEFAULT_VMEM))} named by "
+                     f"{(layout.rules.device_selection or {}).get('devices_var') or 'GGML_HEXAGON_NDEV'}); "
+                     "pass --source, --package or --target for your revision's")
 
     def best(k: int) -> tuple[list[int], list[int] | None]:
         """(assignment, tensor_split) of the best split llama.cpp can be told to make."""
