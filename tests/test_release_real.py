@@ -69,3 +69,7 @@ def test_the_readme_ci_smoke_release_passes_under_ci(real_linux_package, docker_
     assert "::notice::this package was built with the open toolchain" in cp.stderr and "::warning::" not in cp.stderr
     (device,) = report["devices"]
     assert device["smoke"]["status"] == "ok" and device["target"] == "qemu"
+    # the smoke command as it runs, through the emulator: pasted into a shell, it runs
+    import re
+
+    assert re.search(r"qemu: cd \S+ && .*qemu-aarch64 -L \S+ -- \./bin/llama-cli --version$", cp.stderr, re.M), cp.stderr

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -164,6 +165,10 @@ def test_an_npu_package_gets_the_npu_defaults_and_the_targets_threads(cli, kind,
         argv = doc["argv"]
         assert value_of(argv, "-t") == threads and value_of(argv, "--poll") == "1000", (k, argv)
         assert value_of(argv, "-ngl") == "99" and (value_of(argv, "--device") or value_of(argv, "-dev")) == "HTP0", (k, argv)
+        if kind == "qemu" and k in ("completion", "cli"):  # AArch64 programs: printed as they run, emulated
+            assert " -L " + SYSROOT + " -- ./bin/" in doc["command"]
+            pasted = subprocess.run(["sh", "-c", doc["command"]], capture_output=True, timeout=60)
+            assert pasted.returncode == 0 and decode_echo(pasted.stdout)["argv"] == argv, pasted.stderr
 
     with parse_target(spec) as target:
         got = target.capture([f"{dest}/scripts/run-completion.sh", "-n", "4"], cwd=dest, timeout=60)

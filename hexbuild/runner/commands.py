@@ -33,12 +33,14 @@ class Invocation:
     cwd: str
     defaults: list[tuple[str, list[str]]] = field(default_factory=list)  # (group, argv) injected
     cpu_only: bool = False  # the package has no HTP libraries: no session to ask for or check
+    launcher: list[str] = field(default_factory=list)  # what the target starts the program with (qemu:'s emulator)
 
     def command_line(self) -> str:
-        """What runs on the device, as one line a shell would read back into the same argv."""
+        """What runs on the device, as one line a shell would read back into the same argv, with
+        the target's launcher (``qemu-aarch64 -L SYSROOT --`` on qemu:): it runs as printed."""
         parts = [f"cd {shlex.quote(self.cwd)} &&"]
         parts += [f"{k}={shlex.quote(v)}" for k, v in self.env.items()]
-        parts += [shlex.quote(a) for a in self.argv]
+        parts += [shlex.quote(a) for a in [*self.launcher, *self.argv]]
         return " ".join(parts)
 
     def to_json(self) -> dict[str, Any]:

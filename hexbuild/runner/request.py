@@ -156,7 +156,22 @@ def prepare_on(target, req: RunRequest, *, offline_ok: bool = False) -> Prepared
     inv.argv = through_loader(inv.argv, loader_of((manifest or {}).get("runtime"), dest))
     if reachable and not offline_ok:
         target.check_runnable(inv.argv, inv.cwd)  # local: of another architecture, before anything is written
+    inv.launcher = _launcher(target, inv, strict=reachable and not offline_ok)
     return Prepared(target, inv, prompt_upload, sessions=sess.names, cpu_only=cpu_only_note(manifest))
+
+
+def _launcher(target, inv: Invocation, *, strict: bool) -> list[str]:
+    """The words the target puts before the program (qemu:: its emulator, for an AArch64 program
+    of the install), so that the command printed runs as printed; ``strict`` off (--print of an
+    unreachable target, or one without its emulator): none where they cannot be known."""
+    try:
+        words = target.program_argv(inv.argv, inv.cwd)
+    except (EnvironmentMissing, UsageError):
+        if strict:
+            raise
+        return []
+    cut = len(words) - len(inv.argv)
+    return list(words[:cut]) if cut > 0 and list(words[cut:]) == inv.argv else []
 
 
 def run(req: RunRequest, settings) -> RunRecord:
