@@ -52,6 +52,12 @@ class Ctx:
             ef.make_package(self.tmp / "pkgs" / tag, os="android", htp=["v68", "v73"])
         return p
 
+    def linux_pkg(self) -> Path:
+        p = self.tmp / "pkgs" / "linux" / "llama.cpp"
+        if not p.exists():
+            ef.make_package(self.tmp / "pkgs" / "linux", os="linux", htp=["v73"])
+        return p
+
     def installed_phone(self, tools: dict[str, str] | None = None, tree: str = "tree_0_3_36"):
         """A phone with an install whose manifest says the vocabulary of ``tree``'s revision."""
         dev = self.phone()
@@ -366,8 +372,9 @@ def _isolated(tmp_path, monkeypatch):
 
 
 # -- device labs ---------------------------------------------------------------------------------------
-def _lab_run(c, *opts: str) -> list[str]:
-    return ["lab", "run", str(c.pkg()), "--device-type", "rb3gen2", "--serve-artifacts", "127.0.0.1:0", *opts]
+def _lab_run(c, *opts: str, pkg: Path | None = None) -> list[str]:
+    return ["lab", "run", str(pkg or c.linux_pkg()), "--device-type", "rb3gen2", "--serve-artifacts", "127.0.0.1:0",
+            *opts]
 
 
 @case("lab-no-token", U, "no lab token: set HEXBUILD_LAB_TOKEN")
@@ -387,6 +394,16 @@ def _(c):
 
     c.env["HEXBUILD_LAB_TOKEN"] = "0123456789abcdef"
     return _lab_run(c, "--lab", f"http://127.0.0.1:{free_port()}", "--", "completion")
+
+
+@case("lab-android-package", U, "is an Android package: a lab job runs a Linux package's programs")
+def _(c):
+    """Checked before the lab is contacted: with the lab down this was 16 (cannot reach the lab),
+    and its hint named an option lab run does not have (--docker-image)."""
+    from tests.infra.devices import free_port
+
+    c.env["HEXBUILD_LAB_TOKEN"] = "0123456789abcdef"
+    return _lab_run(c, "--lab", f"http://127.0.0.1:{free_port()}", "--", "completion", pkg=c.pkg())
 
 
 @case("lab-runs-what", U, "a lab job runs completion, bench, test ops or test ppl")
