@@ -58,6 +58,16 @@ class Ctx:
             ef.make_package(self.tmp / "pkgs" / "linux", os="linux", htp=["v73"])
         return p
 
+    def local_install(self) -> str:
+        """local:DIR with llama-completion (argv_echo) installed; DIR is watched too."""
+        dest = self.tmp / "local-inst" / "llama.cpp"
+        if not dest.exists():
+            from tests.test_run_device import populate
+
+            populate(f"local:{dest}", str(dest), {"llama-completion": self.request.getfixturevalue("argv_echo")})
+            self.watched.append(dest.parent)
+        return f"local:{dest}"
+
     def installed_phone(self, tools: dict[str, str] | None = None, tree: str = "tree_0_3_36"):
         """A phone with an install whose manifest says the vocabulary of ``tree``'s revision."""
         dev = self.phone()
@@ -301,6 +311,21 @@ def _(c):
     dev = c.installed_phone()
     (c.tmp / "prompt.txt").write_bytes("caf\u00e9 au lait\n".encode("latin-1"))
     return ["run", "completion", "--target", f"adb:{dev.serial}", "--prompt-file", str(c.tmp / "prompt.txt"),
+            "--results-dir", str(c.work / "results")]
+
+
+@case("prompt-file-is-a-directory", U, "prompt file is a directory, not a prompt file")
+def _(c):
+    """On a target that is this machine (local:, qemu:) the path is checked here: it was passed
+    to the program (-f DIR), which ran and left a run log."""
+    (c.tmp / "prompts").mkdir()
+    return ["run", "completion", "--target", c.local_install(), "--prompt-file", str(c.tmp / "prompts"),
+            "--results-dir", str(c.work / "results")]
+
+
+@case("prompt-file-missing", U, "prompt file not found")
+def _(c):
+    return ["run", "completion", "--target", c.local_install(), "--prompt-file", str(c.tmp / "no-such-prompt.txt"),
             "--results-dir", str(c.work / "results")]
 
 

@@ -137,10 +137,13 @@ def prepare_on(target, req: RunRequest, *, offline_ok: bool = False) -> Prepared
             digest = hashlib.sha256(data).hexdigest()[:12]
             prompt_path = f"{dest}/{PROMPTS_DIR}/{digest}-{_slug(local.name)}"
             prompt_upload = (local, prompt_path)
+        elif getattr(target, "kind", None) in ("local", "qemu"):  # the device is this machine: it is not there
+            what = "is a directory, not a prompt file" if local.is_dir() else "not found"
+            raise UsageError(f"prompt file {what}: {req.prompt_file}")
         elif req.prompt_file.startswith("/"):
             prompt_path = req.prompt_file  # a file already on the device
         else:
-            raise UsageError(f"prompt file not found: {req.prompt_file}")
+            raise UsageError(f"prompt file {'is a directory' if local.is_dir() else 'not found'}: {req.prompt_file}")
     if req.kind == "bench" and prompt_path:
         raise UsageError("llama-bench takes no prompt file")
 
