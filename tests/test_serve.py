@@ -183,6 +183,24 @@ def test_server_exiting_during_startup_shows_its_last_lines(cli, serve_state, tm
     assert "exited during start-up" in err["message"] and "unknown model architecture" in err["message"]
     assert "loading model" in err["hint"]
     assert port_free(port) and state_mod.records() == []
+    assert not list(serve_state.glob("*.supervisor.log"))  # a failed start leaves no supervisor log
+
+
+def test_failed_detached_starts_leave_no_supervisor_log(cli, serve_state, local_install, tmp_path, tiny_gguf):
+    """Each failed `serve --detach` left a PORT.supervisor.log behind; a served port's keeps
+    what its own server wrote."""
+    spec, _ = local_install
+    port = free_port()
+    for _ in range(2):
+        r = cli("--json", "serve", "-t", spec, "--model", "nope.gguf", "--port", str(port),
+                "--models-dir", str(tmp_path / "m"), "--detach")
+        assert r.rc == 2 and "model not found" in r.json["error"]["message"], r.err
+    assert not list(serve_state.glob("*.supervisor.log")) and not list(serve_state.glob("start-*"))
+    assert serve_detach(cli, spec, tiny_gguf, port, "--models-dir", str(tmp_path / "m")).rc == 0
+    assert cli("serve", "stop", "--port", str(port)).rc == 0
+    kept = (serve_state / f"{port}.supervisor.log").read_bytes()
+    r = cli("--json", "serve", "-t", spec, "--model", "nope.gguf", "--port", str(port), "--detach")
+    assert r.rc == 2 and (serve_state / f"{port}.supervisor.log").read_bytes() == kept
 
 
 def test_host_and_port_after_dashdash_are_refused(cli, serve_state, local_install, tiny_gguf):
