@@ -270,6 +270,23 @@ def _(c):
     return ["deploy", str(pkg), "--target", f"adb:{c.phone().serial}"]
 
 
+@case("release-target-malformed", U, "the port must be a number from 1 to 65535")
+def _(c):
+    """Refused before the dist directory is made: it was left behind, empty."""
+    return ["release", "--prebuilt", str(c.pkg()), "--target", "ssh://root@board.local:70000",
+            "--dist", str(c.work / "dist")]
+
+
+@case("release-prebuilt-of-another-os", U, "the package's manifest says os: linux, not android")
+def _(c):
+    """It was verified as an Android package: two dozen verify failures, none saying why."""
+    from hexbuild.artifacts import write_manifest
+
+    pkg = c.linux_pkg()
+    write_manifest(pkg, {"os": "linux"})
+    return ["release", "--prebuilt", f"android={pkg}", "--dist", str(c.work / "dist")]
+
+
 @case("model-is-a-directory", U, "is a directory, not a model file")
 def _(c):
     (c.tmp / "models.gguf").mkdir()
