@@ -159,3 +159,17 @@ def test_every_warning_and_note_is_in_the_json_document(cli, tmp_path, argv_echo
             assert ("runs on the CPU only" in r.err) is not bool(quiet)
         if said == "notes":  # a note is no warning: --strict does not count it
             assert not any("runs on the CPU only" in w for w in r.json["warnings"])
+
+
+def test_verbose_is_a_counted_flag_and_its_help_says_so(cli):
+    """-v is repeated (-vv), not given a number: its help showed '-v <int> [default: 0]', and
+    the --verbose 2 it suggested was refused."""
+    for argv in (["--help"], ["run", "--help"], ["deploy", "--help"]):
+        r = cli(*argv)
+        line = next(ln for ln in r.out.splitlines() if "--verbose" in ln)
+        assert "<int>" not in line and "INTEGER" not in line and "-vv" in r.out, line
+        assert "[default: 0]" not in r.out.split("--verbose", 1)[1].split("--quiet", 1)[0]
+    from hexbuild.ui import ui
+
+    r = cli("-vv", "config", "show")
+    assert r.rc == 0 and ui.verbose == 2

@@ -94,7 +94,8 @@ def _global_parameters() -> list[inspect.Parameter]:
             help="Machine output on stdout (JSON); human progress stays on stderr.")),
         inspect.Parameter("_hexbuild_verbose", kw, annotation=int, default=typer.Option(
             0, "-v", "--verbose", count=True, expose_value=False, is_eager=True, callback=_set_verbose,
-            rich_help_panel=_PANEL, help="Print every external command and container spec; tracebacks.")),
+            rich_help_panel=_PANEL, show_default=False, metavar="",  # a flag, counted (-vv), not -v N
+            help="Print every external command and container spec; tracebacks. Repeat for more: -vv.")),
         inspect.Parameter("_hexbuild_quiet", kw, annotation=bool, default=typer.Option(
             False, "-q", "--quiet", expose_value=False, is_eager=True, callback=_set_quiet,
             rich_help_panel=_PANEL, help="Only errors on stderr.")),
