@@ -235,7 +235,7 @@ def run_compare(*, db: Path, baseline: str, candidate: str, by: str | None, fail
     a lab runs each job on whichever board of the type is free."""
     import os
 
-    from ..paths import atomic_write
+    from ..paths import atomic_write, output_mode
 
     if fail_below is not None and not 0 < fail_below <= 1:
         raise UsageError("--fail-below must be a ratio in (0, 1], e.g. 0.95")
@@ -248,10 +248,10 @@ def run_compare(*, db: Path, baseline: str, candidate: str, by: str | None, fail
     out.mkdir(parents=True, exist_ok=True)
     files = {"json": out / "compare.json", "markdown": out / "compare.md", "chart": out / "compare.png"}
     result["files"] = {k: str(v) for k, v in files.items()}
-    atomic_write(files["json"], json.dumps(result, indent=2) + "\n")
-    atomic_write(files["markdown"], md)
+    atomic_write(files["json"], json.dumps(result, indent=2) + "\n", mode=output_mode())
+    atomic_write(files["markdown"], md, mode=output_mode())
     try:  # the regression gate below must not depend on the optional chart extra
-        atomic_write(files["chart"], chart_png(result))
+        atomic_write(files["chart"], chart_png(result), mode=output_mode())
     except EnvironmentMissing as e:
         ui.warn(f"no chart: {e.message} ({e.hint})")
         del files["chart"], result["files"]["chart"]

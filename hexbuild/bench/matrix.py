@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .. import runner
-from ..paths import atomic_write
+from ..paths import atomic_write, output_mode
 from . import roofline
 from .history import Recorder
 from .tables import CONFIG_KEYS, chart_png, csv_text, markdown, selection
@@ -289,9 +289,9 @@ def write_outputs(out: Path, req: BenchRequest, rows, runs, summary, failures, h
                                         "knobs": dict(req.knobs)},
            "results": summary, "records": rows, "runs": runs, "failures": failures}
     files = {"json": out / "results.json", "csv": out / "results.csv", "markdown": out / "results.md"}
-    atomic_write(files["json"], json.dumps(doc, indent=2) + "\n")
-    atomic_write(files["csv"], csv_text(summary))
-    atomic_write(files["markdown"], md)
+    atomic_write(files["json"], json.dumps(doc, indent=2) + "\n", mode=output_mode())
+    atomic_write(files["csv"], csv_text(summary), mode=output_mode())
+    atomic_write(files["markdown"], md, mode=output_mode())
     if summary:
         try:
             chart = chart_png(summary, f"llama-bench on {', '.join(req.targets)}")
@@ -299,7 +299,7 @@ def write_outputs(out: Path, req: BenchRequest, rows, runs, summary, failures, h
             ui.warn(f"no chart: {e.message} ({e.hint})")
         else:
             files["chart"] = out / "results.png"
-            atomic_write(files["chart"], chart)
+            atomic_write(files["chart"], chart, mode=output_mode())
     step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if step_summary:
         with open(step_summary, "a", encoding="utf-8") as f:

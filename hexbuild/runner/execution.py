@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import HexbuildError, Interrupted, signal_name
-from ..paths import atomic_write
+from ..paths import atomic_write, output_mode
 from ..ui import ui
 from .commands import Invocation
 
@@ -134,6 +134,7 @@ def execute(target, inv: Invocation, *, results_dir: Path, passthrough: bool = T
         raise
     duration = time.monotonic() - start
     os.close(fd)
+    os.chmod(part, output_mode())  # mkstemp's 0600 is for the part; the log is the user's
     os.replace(part, log_path)
     record = _judged(target.spec, inv, code, duration, log_path, b"".join(stdout_chunks), watch,
                      error=error.message if error else None, json_path=results_dir / f"{stem}.json" if save_json else None)
@@ -158,7 +159,7 @@ def _judged(spec: str, inv: Invocation, code: int | None, duration: float, log_p
     record.diagnosis = diagnose_log(text, spec, said=bool((record.dispatch or {}).get("fallback_reason")))
     _offer_addr2line(record, text)
     if json_path is not None:
-        atomic_write(json_path, json.dumps(record.to_json(), indent=2) + "\n")
+        atomic_write(json_path, json.dumps(record.to_json(), indent=2) + "\n", mode=output_mode())
         record.json_path = str(json_path)
     return record
 
@@ -172,7 +173,7 @@ def record_output(spec: str, inv: Invocation, output: bytes, *, exit_code: int |
 
     stem = stem or f"{_timestamp()}-{_slug(inv.tool)}-{_slug(spec)}"
     log_path = results_dir / f"{stem}.log"
-    atomic_write(log_path, output)
+    atomic_write(log_path, output, mode=output_mode())
     watch = LogWatch(str(log_path), announce=True)
     watch.feed("stdout", output)
     return _judged(spec, inv, exit_code, duration_s, log_path, output, watch, error=error,
