@@ -78,7 +78,8 @@ def run_command(
     The session selection, GGML_HEXAGON_* knobs, tool name
     and injected defaults follow what the deployed revision understands; arguments after -- reach
     the program exactly as given and replace the defaults they name. Exits with the program's
-    exit code; a run that asked for HTP sessions and fell back to the CPU exits 12 (the
+    exit code (128+N when signal N killed it, as a shell says); a run that asked for HTP
+    sessions and fell back to the CPU exits 12 (the
     dispatch proof, in the JSON result's "dispatch"). --hex-KNOB VALUE sets GGML_HEXAGON_KNOB
     (--hex-nhvx 4, --hex-hostbuf 0, ...)."""
     from .. import runner
