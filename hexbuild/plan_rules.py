@@ -13,8 +13,8 @@ read from that revision's ggml-hexagon.cpp, never from a table of versions.
 The rules travel in the package manifest and the device manifest (``llama_cpp.plan_rules``),
 so a plan for a package or a deployed target needs no checkout. Beside them the manifest keeps
 how the revision names sessions (``llama_cpp.device_selection``, from hexbuild/source.py:
-``GGML_HEXAGON_NDEV``; the 0.3.36 tree also reads ``GGML_HEXAGON_DEVICES``, which the 0.3.20,
-0.3.28 and 0.3.32 trees do not), which the rules read back from there too.
+``GGML_HEXAGON_NDEV``; the 0.3.36 tree also reads ``GGML_HEXAGON_DEVICES``, which the 0.3.20
+and 0.3.28 trees do not), which the rules read back from there too.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Plan how a GGUF model splits across Hexagon (HTP) sessions (`hexbuild plan`).
 
 An HTP session maps a limited amount of memory (about 3.5 GiB, docs/backend/snapdragon/
-developer.md), so big models run on several sessions (GGML_HEXAGON_NDEV=N or, from the 0.3.32 tree,
+developer.md), so big models run on several sessions (GGML_HEXAGON_NDEV=N or, in the 0.3.36 tree,
 GGML_HEXAGON_DEVICES: devices HTP0..N-1, or named ones such as the virtual sessions HTP0:1)
 with llama.cpp's layer split. This module reads the GGUF tensor table (the header only, over an
 mmap; tensor data is never touched), sums the bytes of each layer, picks the smallest
@@ -218,7 +218,7 @@ def plan_model(path: str, *, rules: PlanRules = ASSUMED, vmem: str | int | None 
 
 def _named_sessions(rules: PlanRules, ndev: int | None, devices: str | None) -> Any:
     """The sessions' names and the environment that opens them, in the revision's vocabulary
-    (GGML_HEXAGON_NDEV, or GGML_HEXAGON_DEVICES from the 0.3.32 tree): the same rules as
+    (GGML_HEXAGON_NDEV, or GGML_HEXAGON_DEVICES where the tree reads it: 0.3.36): the same rules as
     `run --devices` (hexbuild/runner/htp_sessions.py). Give one of ``ndev`` and ``devices``."""
     from ..runner.htp_sessions import sessions
     from ..runner.revision import Revision
