@@ -143,8 +143,10 @@ def test_every_command_takes_the_same_defaults(cli, kind, place, tmp_path, tiny_
     from hexbuild.checks import ops, ppl
     from hexbuild.config import load
 
+    text = tmp_path / "wiki.test.raw"
+    text.write_text("the text llama-perplexity reads\n")
     with parse_target(spec, load()) as target:
-        argvs["test ppl"] = ppl.invocation(target, ppl.PplRequest(target=spec, model=tiny_gguf.name, text="/x.txt",
+        argvs["test ppl"] = ppl.invocation(target, ppl.PplRequest(target=spec, model=tiny_gguf.name, text=str(text),
                                                                   dest=dest, models_dir=models), cpu=False)[0].argv
         assert ops.sessions_to_test(target, ops.OpsRequest(target=spec, dest=dest)) == []  # nothing on the NPU
 
