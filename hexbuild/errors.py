@@ -2,7 +2,7 @@
 
 Every failure a user can cause or meet is one of these; the CLI prints ``message`` on one line
 (plus ``hint`` when there is one) and exits with ``exit_code``. Anything else is a bug and exits
-with INTERNAL. The table is documented in the README and tested in tests/test_errors.py.
+with INTERNAL. The table is documented in docs/exit-codes.md and checked against it in tests/test_docs.py.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Bad input users really type, one row per kind: each gives exactly one ``hexbuild: error:``
 line (an optional ``hint:`` after it), the documented exit code, no traceback (and for usage
 errors nothing on stdout), and nothing half-written — the working directory and the phone's /data/local/tmp are the same
-before and after. README.md's "Bad input" table has a row per case here (tests/test_docs.py)."""
+before and after. docs/bad-input.md's table has a row per case here (the last test below)."""
 
 from __future__ import annotations
 
@@ -299,6 +299,33 @@ def _(c):
     return ["deploy", str(c.pkg()), "--target", f"adb:{c.phone().serial}", "--model", str(c.tmp / "model.gguf")]
 
 
+def _noise(c) -> str:
+    """A model file that is not one: an HTML error page saved under the model's name."""
+    (c.tmp / "noise.gguf").write_bytes(b"<html>404 Not Found</html>\n")
+    return str(c.tmp / "noise.gguf")
+
+
+@case("chat-model-not-gguf", U, "noise.gguf is not a GGUF file")
+def _(c):
+    return ["chat", "--target", f"local:{c.work}/inst", "--model", _noise(c), "--package", str(c.pkg()), "-p", "hi"]
+
+
+@case("bench-model-not-gguf", U, "noise.gguf is not a GGUF file")
+def _(c):
+    return ["bench", "--target", f"local:{c.work}/inst", "--model", _noise(c), "--out", str(c.work / "bench")]
+
+
+@case("bisect-model-not-gguf", U, "noise.gguf is not a GGUF file")
+def _(c):
+    from tests import bisect_repo as br
+
+    repo = br.new_repo(c.tmp)
+    good, bad = br.git(repo, "rev-parse", "HEAD"), br.touch_readme(repo, "one")
+    c.watched.append(repo)
+    return ["bisect", "--source", str(repo), "--good", good, "--bad", bad, "-t", f"qemu:{c.work}/dev",
+            "--model", _noise(c), "--os", "linux", "--db", str(c.work / "bench.sqlite")]
+
+
 @case("rollback-with-model", U, "--rollback switches installs only")
 def _(c):
     return ["deploy", "--target", "adb:x", "--rollback", "--model", "m.gguf"]
@@ -454,6 +481,22 @@ def _(c):
     return _lab_run(c, "--lab", "http://127.0.0.1:9", "--", "frobnicate")
 
 
+@case("lab-timeout-too-short", U, "--timeout 89 is too short for a lab job: the minimum is 90 s")
+def _(c):
+    from tests.infra.devices import free_port
+
+    c.env["HEXBUILD_LAB_TOKEN"] = "0123456789abcdef"
+    return _lab_run(c, "--lab", f"http://127.0.0.1:{free_port()}", "--timeout", "89", "--", "completion")
+
+
+@case("lab-model-not-gguf", U, "noise.gguf is not a GGUF file")
+def _(c):
+    from tests.infra.devices import free_port
+
+    c.env["HEXBUILD_LAB_TOKEN"] = "0123456789abcdef"
+    return _lab_run(c, "--lab", f"http://127.0.0.1:{free_port()}", "--model", _noise(c), "--", "completion")
+
+
 def test_there_are_at_least_25_kinds():
     assert len(CASES) >= 25 and len({c.kind for c in CASES}) == len(CASES)
 
@@ -476,6 +519,8 @@ def test_bad_input(c: Case, cli, tmp_path, monkeypatch, request):
     assert "Traceback" not in r.err + r.out
     if c.code == U:  # refused before anything ran; later failures may have printed a result table or program output
         assert r.out == ""
+        # checked before any work: its error and hint are all it prints (no progress, no summary)
+        assert errs == [0], (c.kind, r.err)
     assert time.monotonic() - t0 < 60
     if ctx.keeps:
         kept = sorted((ctx.work / ctx.keeps).iterdir())
@@ -486,9 +531,9 @@ def test_bad_input(c: Case, cli, tmp_path, monkeypatch, request):
     assert after == before, f"{c.kind}: something was written"
 
 
-def test_the_readme_table_has_a_row_per_case_with_its_exit_code():
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text("utf-8")
-    section = readme.split("### Bad input", 1)[1].split("\n#", 1)[0]
+def test_the_docs_table_has_a_row_per_case_with_its_exit_code():
+    page = (Path(__file__).resolve().parent.parent / "docs" / "bad-input.md").read_text("utf-8")
+    section = page.split("# Bad input", 1)[1].split("\n#", 1)[0]
     rows = {}
     for line in section.splitlines():
         cells = [x.strip() for x in line.strip().strip("|").split("|")]

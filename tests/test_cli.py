@@ -47,7 +47,7 @@ def test_config_show_sources(cli, tmp_path):
 
 
 # The table of bad inputs (one line, the documented exit code, nothing half-written) is
-# tests/test_bad_input.py, one row per kind, mirrored in README.md.
+# tests/test_bad_input.py, one row per kind, mirrored in docs/bad-input.md.
 
 
 def test_bad_input_json_error_object(cli, tmp_path):

@@ -404,7 +404,7 @@ def test_not_a_gguf(tmp_path, cli):
     bogus = tmp_path / "model.gguf"
     bogus.write_text("this is not a model\n")
     rc, out, err = run_cli(cli, "plan", "--model", str(bogus), "--json")
-    assert rc == errors.USAGE  # README's bad-input row model-not-gguf
+    assert rc == errors.USAGE  # docs/bad-input.md's row model-not-gguf
     assert json.loads(out)["error"]["message"].endswith("is not a GGUF file (it starts with b'this', not b'GGUF')")
     rc, out, err = run_cli(cli, "plan", "--model", str(tmp_path / "missing.gguf"))
     assert rc == errors.USAGE and "model file not found" in err

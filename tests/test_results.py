@@ -300,11 +300,13 @@ def test_nothing_recognizable(cli, tmp_path):
 
 
 def test_prose_about_the_backend_is_not_its_output(cli, tmp_path):
-    """Text that names ggml-hex (this README, an issue comment) is not a backend line: no
-    invented Hexagon error, and nothing recognizable is exit 9."""
-    readme = Path(__file__).resolve().parent.parent / "README.md"
-    r = cli("results", "parse", str(readme), "--json")
-    assert r.rc == 9, r.out
+    """Text that names ggml-hex (the reference of `run` and `explain`, an issue comment) is not a
+    backend line: no invented Hexagon error, and nothing recognizable is exit 9."""
+    docs = Path(__file__).resolve().parent.parent / "docs" / "commands"
+    for page in ("run.md", "explain.md"):
+        assert "ggml-hex" in (docs / page).read_text()
+        r = cli("results", "parse", str(docs / page), "--json")
+        assert r.rc == 9, (page, r.out)
     notes = tmp_path / "notes.md"
     notes.write_text("explain finds the first `ggml-hex` failure in a log\nsee 'ggml-hex: failed to open "
                      "session' in the docs\nggml-hex: failed to open session 1 : error 0x80000406\n")

@@ -62,8 +62,12 @@ class CpuOnly:
     chosen: bool
 
     def say(self) -> None:
+        """Said once per command: bisect deploys and measures the good revision beside every
+        step's, bench plans every target, and one package's line is one fact."""
         from ..ui import ui
 
+        if self.text in ui.warnings or self.text in ui.notes:
+            return
         (ui.note if self.chosen else ui.warn)(self.text)
 
 

@@ -58,6 +58,12 @@ def bench_command(
         dest=s["deploy.dest"], models_dir=s["deploy.models_dir"], out=out or "", timeout=timeout, db=db,
         allow_cpu_fallback=allow_cpu_fallback, sessions_given=bool(ndev or devices or s["run.ndev"]),
         gguf=list(gguf or []), soc=soc, peak_gbs=peak_bandwidth)
+    from ..deploy.models import check_local
+    from ..plan.gguf_layout import require_model_file
+
+    check_local(req.models)  # local models and --gguf copies are GGUF files before any target is opened
+    for g in req.gguf:
+        require_model_file(g)
     result = bench.run(req, s)
     ui.info(f"results in {result['out']}")
     ui.result(result, bench.markdown(result["results"]))

@@ -80,7 +80,7 @@ def run_command(
     serve_artifacts: Optional[str] = typer.Option(None, "--serve-artifacts", metavar="HOST:PORT", help="Serve the job tarball from here while the jobs run."),
     publish: Optional[str] = typer.Option(None, "--publish", metavar="CMD", help="Publish the job tarball with CMD ({path}, {name} filled in)."),
     artifact_url: Optional[str] = typer.Option(None, "--artifact-url", metavar="TEMPLATE", help="Where the workers download it ({name}; with --serve-artifacts also {path}, {port})."),
-    timeout: Optional[float] = typer.Option(None, "--timeout", min=60, metavar="S", help="The job's own timeout in the lab (default 3600)."),
+    timeout: Optional[float] = typer.Option(None, "--timeout", metavar="S", help="The job's own timeout in the lab, shared out among its deploy, boot and test (default 3600, at least 90)."),
     queue_timeout: Optional[float] = typer.Option(None, "--queue-timeout", min=1, metavar="S", help="Seconds a job may wait for a board (default: lab.queue_timeout)."),
     ndev: Optional[int] = typer.Option(None, "--ndev", min=1, max=16, help="HTP sessions HTP0..HTP{N-1}."),
     htp_devices: Optional[str] = typer.Option(None, "--htp-devices", metavar="LIST", help="HTP device list, e.g. HTP0:0,HTP0:1."),
@@ -116,6 +116,9 @@ def run_command(
         raise UsageError(f"--board-os must be one of {', '.join(BOARD_OSES)}, got {board_os!r}")
     if not s["lab.url"]:
         raise UsageError("no lab: give --lab URL or set lab.url")
+    from ..deploy.models import check_local
+
+    check_local([model])  # a local model is a GGUF before the lab is asked anything
     from ..lab.client import base_url
 
     base_url(s["lab.url"])  # a URL that is not one is one line before anything is packed

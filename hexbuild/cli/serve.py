@@ -161,6 +161,14 @@ def chat_command(
     from ..serve.chat import ChatOptions, run_chat
 
     s = common.settings(**{"run.target": target, "run.model": model})
+    from pathlib import Path
+
+    from ..artifacts import require_llama_package
+    from ..deploy.models import check_local
+
+    check_local([s["run.model"]])  # a local model and the package checked before a server is looked for
+    if package:
+        require_llama_package(Path(package))
     req = _request(s, package=package, port=port, device_port=None, ctx_size=ctx_size, ndev=ndev, devices=None,
                    allow_cpu_fallback=allow_cpu_fallback, ready_timeout=600.0,
                    knobs=ctx.meta.get("hexbuild.knobs", []), extra=ctx.meta.get("hexbuild.extra", []),

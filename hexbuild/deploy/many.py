@@ -75,4 +75,4 @@ def _check_npu(pkg: Package, opts: DeployOptions) -> None:
     if opts.ndev:
         message, hint = sessions_refused(str(pkg.root), "--ndev")
         raise CpuFallback(message, hint=hint)
-    note.say()
+    note.say()  # once per command (CpuOnly.say): bisect deploys the good revision beside every step's
