@@ -51,7 +51,8 @@ EXIT_CODES: dict[int, str] = {
                       "measured good, or the good one failed the gate",
     LAB_FAILED: "a device lab failed the job: it ended Incomplete or Canceled, no board took it within the queue "
                 "timeout, it ran past its timeout, the lab refused the token or could not be reached",
-    INTERRUPTED: "interrupted (Ctrl-C or SIGTERM); containers and partial files were cleaned up",
+    INTERRUPTED: "interrupted (Ctrl-C or SIGTERM, `serve` included); containers and partial files were "
+                 "cleaned up",
 }
 
 
