@@ -156,8 +156,8 @@ def _report(outcomes) -> None:
         j = o.doc.get("job") or {}
         ui.info(f"job {o.job_id} on {j.get('device') or '?'}: {j.get('health')} in {j.get('duration_s')}s "
                 f"(queued {j.get('queued_s')}s), exit {o.exit_code}: {j.get('url')}")
-        if ui.json:
-            text = json.dumps(o.doc, indent=2 if len(outcomes) == 1 else None, default=str)
+        if ui.json:  # each job's document carries what was said here, as every --json document does
+            text = json.dumps(ui.with_said(o.doc), indent=2 if len(outcomes) == 1 else None, default=str)
             sys.stdout.write(text + "\n")
         elif o.human:
             sys.stdout.write(o.human if o.human.endswith("\n") else o.human + "\n")
