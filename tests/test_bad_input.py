@@ -52,6 +52,22 @@ class Ctx:
             ef.make_package(self.tmp / "pkgs" / tag, os="android", htp=["v68", "v73"])
         return p
 
+    def linux_pkg(self) -> Path:
+        p = self.tmp / "pkgs" / "linux" / "llama.cpp"
+        if not p.exists():
+            ef.make_package(self.tmp / "pkgs" / "linux", os="linux", htp=["v73"])
+        return p
+
+    def local_install(self) -> str:
+        """local:DIR with llama-completion (argv_echo) installed; DIR is watched too."""
+        dest = self.tmp / "local-inst" / "llama.cpp"
+        if not dest.exists():
+            from tests.test_run_device import populate
+
+            populate(f"local:{dest}", str(dest), {"llama-completion": self.request.getfixturevalue("argv_echo")})
+            self.watched.append(dest.parent)
+        return f"local:{dest}"
+
     def installed_phone(self, tools: dict[str, str] | None = None, tree: str = "tree_0_3_36"):
         """A phone with an install whose manifest says the vocabulary of ``tree``'s revision."""
         dev = self.phone()
@@ -254,6 +270,23 @@ def _(c):
     return ["deploy", str(pkg), "--target", f"adb:{c.phone().serial}"]
 
 
+@case("release-target-malformed", U, "the port must be a number from 1 to 65535")
+def _(c):
+    """Refused before the dist directory is made: it was left behind, empty."""
+    return ["release", "--prebuilt", str(c.pkg()), "--target", "ssh://root@board.local:70000",
+            "--dist", str(c.work / "dist")]
+
+
+@case("release-prebuilt-of-another-os", U, "the package's manifest says os: linux, not android")
+def _(c):
+    """It was verified as an Android package: two dozen verify failures, none saying why."""
+    from hexbuild.artifacts import write_manifest
+
+    pkg = c.linux_pkg()
+    write_manifest(pkg, {"os": "linux"})
+    return ["release", "--prebuilt", f"android={pkg}", "--dist", str(c.work / "dist")]
+
+
 @case("model-is-a-directory", U, "is a directory, not a model file")
 def _(c):
     (c.tmp / "models.gguf").mkdir()
@@ -325,6 +358,21 @@ def _(c):
             "--results-dir", str(c.work / "results")]
 
 
+@case("prompt-file-is-a-directory", U, "prompt file is a directory, not a prompt file")
+def _(c):
+    """On a target that is this machine (local:, qemu:) the path is checked here: it was passed
+    to the program (-f DIR), which ran and left a run log."""
+    (c.tmp / "prompts").mkdir()
+    return ["run", "completion", "--target", c.local_install(), "--prompt-file", str(c.tmp / "prompts"),
+            "--results-dir", str(c.work / "results")]
+
+
+@case("prompt-file-missing", U, "prompt file not found")
+def _(c):
+    return ["run", "completion", "--target", c.local_install(), "--prompt-file", str(c.tmp / "no-such-prompt.txt"),
+            "--results-dir", str(c.work / "results")]
+
+
 @case("program-of-another-architecture", U, "is an AArch64 program and this machine is")
 def _(c):
     import platform
@@ -393,8 +441,9 @@ def _isolated(tmp_path, monkeypatch):
 
 
 # -- device labs ---------------------------------------------------------------------------------------
-def _lab_run(c, *opts: str) -> list[str]:
-    return ["lab", "run", str(c.pkg()), "--device-type", "rb3gen2", "--serve-artifacts", "127.0.0.1:0", *opts]
+def _lab_run(c, *opts: str, pkg: Path | None = None) -> list[str]:
+    return ["lab", "run", str(pkg or c.linux_pkg()), "--device-type", "rb3gen2", "--serve-artifacts", "127.0.0.1:0",
+            *opts]
 
 
 @case("lab-no-token", U, "no lab token: set HEXBUILD_LAB_TOKEN")
@@ -414,6 +463,16 @@ def _(c):
 
     c.env["HEXBUILD_LAB_TOKEN"] = "0123456789abcdef"
     return _lab_run(c, "--lab", f"http://127.0.0.1:{free_port()}", "--", "completion")
+
+
+@case("lab-android-package", U, "is an Android package: a lab job runs a Linux package's programs")
+def _(c):
+    """Checked before the lab is contacted: with the lab down this was 16 (cannot reach the lab),
+    and its hint named an option lab run does not have (--docker-image)."""
+    from tests.infra.devices import free_port
+
+    c.env["HEXBUILD_LAB_TOKEN"] = "0123456789abcdef"
+    return _lab_run(c, "--lab", f"http://127.0.0.1:{free_port()}", "--", "completion", pkg=c.pkg())
 
 
 @case("lab-runs-what", U, "a lab job runs completion, bench, test ops or test ppl")

@@ -24,7 +24,9 @@ import requests
 
 
 PROMPT = "The quick brown fox jumps over the lazy dog"
-RUN_KEYS = {"target", "tool", "argv", "env", "cwd", "exit_code", "duration_s", "log", "results", "dispatch", "roofline"}
+# hexbuild run's document; the open toolchain's package adds the note that it runs on the CPU only
+RUN_KEYS = {"target", "tool", "argv", "env", "cwd", "exit_code", "duration_s", "log", "results", "dispatch", "roofline",
+            "warnings", "notes"}
 
 
 @pytest.fixture
@@ -72,6 +74,7 @@ def test_a_completion_job_is_the_document_of_hexbuild_run(cli, lab, tmp_path, re
     perf = doc["results"]["perf"]
     assert perf["eval"]["runs"] == 15 and perf["eval"]["tokens_per_second"] > 0
     assert doc["dispatch"]["cpu_only"] is True  # the open toolchain's package has no NPU libraries
+    assert [n for n in doc["notes"] if "runs on the CPU only" in n] and doc["warnings"] == []  # a note: chosen
     # the lab's own record of it: one test case, the exit code its measurement
     cases = {c["name"]: c for c in api(lab, f"jobs/{job['id']}/tests/?limit=200")["results"]}
     assert cases["run"]["result"] == "pass" and float(cases["run"]["measurement"]) == 0

@@ -308,10 +308,28 @@ def test_publish_runs_the_command_without_a_shell(tmp_path):
         bundle.publish(f, "true", "https://x/{bucket}")
 
 
-def test_an_android_package_is_not_a_board_job(tmp_path, package):
+def test_an_android_package_is_not_a_board_job(tmp_path, package, cli):
+    """Refused from its manifest before the lab is contacted, with a hint naming only what exists
+    (it named --docker-image, which lab run does not have: 'No such option')."""
+    import tarfile
+
     (package / "manifest.json").write_text(json.dumps({"os": "android"}))
-    with pytest.raises(UsageError, match="Android package"):
+    with pytest.raises(UsageError, match="Android package") as e:
         lab_plan.plan(lab_plan.LabRequest(kind="completion", package=package), "lava:ssh")
+    tarball = tmp_path / "android.tar.gz"
+    with tarfile.open(tarball, "w:gz") as tar:
+        tar.add(package, arcname="llama.cpp")
+    for where in (package, tarball):
+        with pytest.raises(UsageError, match="Android package") as early:
+            lab_plan.check_package(where)
+        assert early.value.hint == e.value.hint
+    import re
+
+    from hexbuild.cli.main import build_cli
+    from tests import doccheck
+
+    named = re.findall(r"hexbuild ([^()]+)", e.value.hint)
+    assert len(named) == 2 and all(doccheck.check_argv(build_cli(), c.split()) == [] for c in named), named
 
 
 def test_a_model_that_is_nowhere_is_refused(tmp_path, package):

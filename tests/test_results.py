@@ -314,6 +314,16 @@ def test_prose_about_the_backend_is_not_its_output(cli, tmp_path):
     assert log["hexagon"]["errors"] == ["ggml-hex: failed to open session 1 : error 0x80000406"]
 
 
+def test_a_log_without_the_arch_line_names_no_version(cli):
+    """The real backend on a machine without FastRPC prints no arch line: the table said
+    'hexagon vNone'."""
+    log = Path(__file__).parent / "data" / "explain" / "real-board-0.3.28.log"
+    r = cli("results", "parse", str(log))
+    assert r.rc == 0, r.err
+    line = next(ln for ln in r.out.splitlines() if ln.startswith("hexagon"))
+    assert "None" not in line and "arch not printed" in line, line
+
+
 def test_missing_log(cli, tmp_path):
     r = cli("results", "parse", str(tmp_path / "nope.log"))
     assert r.rc == errors.USAGE and "no such file" in r.err

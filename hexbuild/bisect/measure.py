@@ -134,7 +134,7 @@ class PerfJob:
     allow_cpu_fallback: bool = False
     db: str | None = None
 
-    def bench_request(self, threads: int) -> matrix.BenchRequest:
+    def bench_request(self, threads: int | None) -> matrix.BenchRequest:
         extra = list(self.extra)
         given = set(extra)
         # only the test the metric reads: llama-bench's default runs both pp512 and tg128
@@ -146,7 +146,7 @@ class PerfJob:
             extra = ["-r", "1", *extra]
         return matrix.BenchRequest(
             targets=[self.target], models=[self.model], ndev=[self.ndev] if self.ndev else ([] if self.devices else [1]),
-            devices=[self.devices] if self.devices else [], ubatch=[self.ubatch], threads=[threads], repeat=1,
+            devices=[self.devices] if self.devices else [], ubatch=[self.ubatch], threads=[threads] if threads else [], repeat=1,
             knobs=list(self.knobs), extra=extra, dest=self.dest, models_dir=self.models_dir, timeout=self.timeout,
             db=self.db, allow_cpu_fallback=self.allow_cpu_fallback, sessions_given=bool(self.ndev or self.devices))
 
@@ -167,8 +167,9 @@ def measure_perf(job: PerfJob, settings: Any, *, bench_id: str, logs: Path, prio
     kind = PERF_KINDS[job.metric]
     first_decision = min(MIN_REPS, job.reps)
     with runner.open_target(job.target, settings) as target:
-        threads = job.threads or target.default_threads() or settings["run.threads"]
-        req = job.bench_request(threads)
+        from ..runner.defaults import given_threads
+
+        req = job.bench_request(job.threads or given_threads(settings))
         planned = matrix.plan(req, settings)[0]
         sides = [(planned, req, figures, bench_id)]
         labels = {bench_id: revisions[0]}

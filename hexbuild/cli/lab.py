@@ -104,6 +104,7 @@ def run_command(
     the lab failed the job (incomplete, no board in --queue-timeout, a refused token)."""
     from ..errors import UsageError
     from ..lab import plan as lab_plan, session
+    from ..runner.defaults import given_threads
     from ..lab.definition import BOARD_OSES
     from pathlib import Path
 
@@ -130,7 +131,7 @@ def run_command(
         raise UsageError("--baseline/--fail-below judge a bench job")
     req = lab_plan.LabRequest(kind=kind, package=Path(package), model=model, ndev=ndev, htp_devices=htp_devices,
                               knobs=ctx.meta.get("hexbuild.knobs", []), extra=extra,
-                              threads=None if s.origin("run.threads") == "default" else s["run.threads"],
+                              threads=given_threads(s),
                               ubatch=s["run.ubatch"], prompt_file=prompt_file, bundle_runtime=bundle_runtime,
                               sysroot=s["linux.sysroot"], ops=ops_req, ppl=ppl_req)
     opts = session.options(s, count=devices, tags=_list(tags), timeout_s=timeout or 3600.0, db=db,
@@ -155,8 +156,8 @@ def _report(outcomes) -> None:
         j = o.doc.get("job") or {}
         ui.info(f"job {o.job_id} on {j.get('device') or '?'}: {j.get('health')} in {j.get('duration_s')}s "
                 f"(queued {j.get('queued_s')}s), exit {o.exit_code}: {j.get('url')}")
-        if ui.json:
-            text = json.dumps(o.doc, indent=2 if len(outcomes) == 1 else None, default=str)
+        if ui.json:  # each job's document carries what was said here, as every --json document does
+            text = json.dumps(ui.with_said(o.doc), indent=2 if len(outcomes) == 1 else None, default=str)
             sys.stdout.write(text + "\n")
         elif o.human:
             sys.stdout.write(o.human if o.human.endswith("\n") else o.human + "\n")

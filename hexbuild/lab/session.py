@@ -298,6 +298,9 @@ def job_outcome(client: LavaClient, jid: int, *, results_dir: Path, timeout_erro
 
 def run(req: LabRequest, opts: LabOptions) -> list[JobOutcome]:
     """Everything `lab run` does; the outcomes in submission order."""
+    from .plan import check_package
+
+    check_package(req.package)  # bad input is exit 2, whatever the lab's state
     session = Session(req, opts)
     try:
         session.check_token()

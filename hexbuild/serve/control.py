@@ -49,6 +49,21 @@ def detach(req: ServeRequest, settings, *, stream: bool = True, timeout: float |
     doc = {"request": {**req.to_json(), "detached": True, "stream_log": False}, "settings": values,
            "result": str(result_file)}
     request_file.write_text(json.dumps(doc))
+    sup_log = serve_state.supervisor_log_path(req.port)
+    kept = sup_log.stat().st_size if sup_log.exists() else None  # an earlier server's: put back as it was
+    try:
+        return _wait_for_supervisor(req, request_file, result_file, stream, timeout)
+    except BaseException:  # nothing of a failed start stays behind: its log was said in the error
+        if kept is None:
+            sup_log.unlink(missing_ok=True)
+        else:
+            os.truncate(sup_log, kept)
+        raise
+
+
+def _wait_for_supervisor(req: ServeRequest, request_file, result_file, stream: bool,
+                         timeout: float | None) -> dict[str, Any]:
+    """The supervisor started and waited for: its record once the server is ready, else its error."""
     with open(serve_state.supervisor_log_path(req.port), "ab") as log:
         proc = subprocess.Popen(supervisor_argv(str(request_file)),
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
@@ -65,6 +80,8 @@ def detach(req: ServeRequest, settings, *, stream: bool = True, timeout: float |
             if mine and rec.get("status") == "ready":
                 for text in rec.get("warnings") or []:  # said in the supervisor, whose output is its log
                     ui.warn(text)
+                for text in rec.get("notes") or []:
+                    ui.note(text)
                 return rec
             if proc.poll() is not None:
                 break

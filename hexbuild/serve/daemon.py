@@ -15,7 +15,7 @@ import signal
 import sys
 from pathlib import Path
 
-from ..errors import HexbuildError
+from ..errors import HexbuildError, Interrupted
 from ..paths import atomic_write
 from ..ui import ui
 from .server import ServeRequest, start, supervise
@@ -47,6 +47,9 @@ def main(request_file: str) -> int:
     ui.info(f"ready at {server.url} ({server.model_name})")
     try:
         supervise(server)
+    except Interrupted:  # serve stop's SIGTERM: the stop asked for
+        ui.info(f"stopped: {server.url}")
+        return Interrupted.exit_code
     except HexbuildError as e:
         ui.error(e.message, hint=e.hint)
         return e.exit_code
