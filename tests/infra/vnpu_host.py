@@ -201,23 +201,15 @@ def vnpu_stub(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def vnpu_real_dsp() -> dict[str, str]:
+def vnpu_real_dsp(vnpu_parts) -> dict[str, str]:
     """The real DSP side: hexbuild's patched qemu-hexagon and the virtual NPU's DSP runtime
-    (hexbuild/dsp/vnpu/), as HEXBUILD_VNPU_QEMU / HEXBUILD_VNPU_RUNTIME take them. Given by
-    HEXBUILD_TEST_VNPU_QEMU and HEXBUILD_TEST_VNPU_RUNTIME until the suite builds them itself."""
-    qemu, runtime = os.environ.get("HEXBUILD_TEST_VNPU_QEMU"), os.environ.get("HEXBUILD_TEST_VNPU_RUNTIME")
-    if not (qemu and runtime and os.access(qemu, os.X_OK) and os.path.isfile(runtime)):
-        pytest.skip("the virtual NPU's DSP side is not built here (HEXBUILD_TEST_VNPU_QEMU, HEXBUILD_TEST_VNPU_RUNTIME)")
-    return {"HEXBUILD_VNPU_QEMU": qemu, "HEXBUILD_VNPU_RUNTIME": runtime}
+    (hexbuild/dsp/vnpu/), made by hexbuild (tests/infra/qemu_npu.py), as HEXBUILD_VNPU_QEMU /
+    HEXBUILD_VNPU_RUNTIME take them."""
+    return {"HEXBUILD_VNPU_QEMU": str(vnpu_parts.qemu), "HEXBUILD_VNPU_RUNTIME": str(vnpu_parts.runtime)}
 
 
 @pytest.fixture(scope="session")
-def vnpu_hexagon_package() -> Path:
-    """The real Hexagon build's package (tests/infra/real_hexagon.py) if it is in the test cache:
-    llama-completion, libggml-hexagon.so and the v73/v79 skels of the 0.3.28 tree."""
-    from tests.infra.docker_engine import cache_dir
-
-    pkg = cache_dir() / "hexagon-build" / "llama.cpp-0.3.28" / "pkg-snapdragon"
-    if not (pkg / "lib" / "libggml-htp-v73.so").is_file():
-        pytest.skip(f"no real Hexagon build in the test cache ({pkg})")
-    return pkg
+def vnpu_hexagon_package(real_hexagon_package) -> Path:
+    """The real Hexagon build's package (tests/infra/real_hexagon.py): llama-completion,
+    test-backend-ops, libggml-hexagon.so and the v73/v79 skels of the 0.3.28 tree."""
+    return real_hexagon_package
