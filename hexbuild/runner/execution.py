@@ -103,8 +103,10 @@ def execute(target, inv: Invocation, *, results_dir: Path, passthrough: bool = T
     # With --json, stdout carries only the result: the program's own stdout goes to stderr.
     out_stream = sys.stderr if ui.json else sys.stdout
 
+    log = _LineLog(fd)
+
     def on_output(stream: str, data: bytes) -> None:
-        os.write(fd, data)
+        log.write(stream, data)
         watch.feed(stream, data)
         if stream == "stdout":
             stdout_chunks.append(data)
@@ -133,6 +135,7 @@ def execute(target, inv: Invocation, *, results_dir: Path, passthrough: bool = T
         Path(part).unlink(missing_ok=True)
         raise
     duration = time.monotonic() - start
+    log.flush()
     os.close(fd)
     os.chmod(part, output_mode())  # mkstemp's 0600 is for the part; the log is the user's
     os.replace(part, log_path)
@@ -144,6 +147,30 @@ def execute(target, inv: Invocation, *, results_dir: Path, passthrough: bool = T
         error.hint = error.hint or f"the output so far is in {log_path}"
         raise error
     return record
+
+
+class _LineLog:
+    """The log file, written a whole line at a time per stream: a program's stdout (block-buffered
+    into a pipe) and its stderr (the backend's and the FastRPC library's lines) arrive in chunks
+    that cut lines anywhere, and a stderr line landing inside a stdout line would hide both from
+    the parsers (a test-backend-ops case and its OK on two lines)."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+        self.pending: dict[str, bytes] = {}
+
+    def write(self, stream: str, data: bytes) -> None:
+        data = self.pending.pop(stream, b"") + data
+        cut = data.rfind(b"\n") + 1
+        if cut:
+            os.write(self.fd, data[:cut])
+        if cut < len(data):
+            self.pending[stream] = data[cut:]
+
+    def flush(self) -> None:
+        rest = [self.pending.pop(stream) for stream in list(self.pending)]
+        if rest:  # unfinished last lines, each kept whole
+            os.write(self.fd, b"\n".join(rest))
 
 
 def _judged(spec: str, inv: Invocation, code: int | None, duration: float, log_path: Path, stdout: bytes, watch,

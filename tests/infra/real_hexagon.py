@@ -70,13 +70,15 @@ def ensure_double(client, tree: Path, cache: Path) -> None:
         toolchain_double.ensure(client, cache, tags)
 
 
-def build(docker_host: str, cache: Path, *, extra: list[str] | None = None) -> tuple[Path, dict, str]:
-    """``hexbuild build --os linux`` of the tree copy on the double; (package, JSON result, stderr)."""
+def build(docker_host: str, cache: Path, *, extra: list[str] | None = None,
+          tree: Path | None = None) -> tuple[Path, dict, str]:
+    """``hexbuild build --os linux`` of the tree copy (or of ``tree``: another copy, e.g. one with a
+    bug planted) on the double; (package, JSON result, stderr)."""
     import docker
 
     from tests.infra.real_build import _lock
 
-    tree = tree_copy(cache)
+    tree = tree or tree_copy(cache)
     client = docker.DockerClient(base_url=docker_host, timeout=900)
     try:
         ensure_double(client, tree, cache)
