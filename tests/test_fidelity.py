@@ -121,3 +121,27 @@ def test_doctor_document_of_the_virtual_npu(cli, tmp_path, npu_env, linux_pkg):
     assert r.json["emulated"] is True and r.json["npu_model"] == MODEL, r.err
     assert len(human_lines(r.err)) == 1
 
+
+# -- serve and chat ------------------------------------------------------------------------------
+def test_serve_and_chat_documents_say_emulated_npu(cli, tmp_path, npu_env, serve_state, http_stand_in, tiny_gguf):
+    """The server (the native stand-in: the qemu+npu: board runs this machine's programs as they
+    are) started detached, so its record is written by the supervisor, another process."""
+    from tests.infra.devices import free_port
+    from tests.test_run_device import populate
+
+    dest = str(tmp_path / "inst" / "llama.cpp")
+    populate(f"local:{dest}", dest, {"llama-server": http_stand_in})
+    spec, port = f"qemu+npu:{dest}", free_port()
+    models = str(tmp_path / "models")
+    r = cli("--json", "serve", "-t", spec, "--model", str(tiny_gguf), "--port", str(port), "--detach",
+            "--models-dir", models)
+    assert r.rc == 0, r.err
+    assert r.json["emulated"] is True and r.json["npu_model"] == MODEL and len(human_lines(r.err)) == 1
+    (row,) = cli("--json", "serve", "status").json
+    assert row["emulated"] is True and row["npu_model"] == MODEL
+    r = cli("--json", "chat", "-t", spec, "--model", tiny_gguf.name, "-p", "hi")  # the running server
+    assert r.rc == 0, r.err
+    assert r.json["answer"] and r.json["emulated"] is True and r.json["npu_model"] == MODEL
+    assert len(human_lines(r.err)) == 1
+    r = cli("--json", "serve", "stop", "--all")
+    assert r.rc == 0 and r.json[0]["emulated"] is True, r.err
