@@ -71,6 +71,7 @@ class RunRecord:
     diagnosis: dict | None = None  # the first ggml-hex failure, explained (hexbuild.diagnose)
     dsp_crash: list[dict[str, Any]] | None = None  # offsets into libggml-htp-vNN.so the log reported
     dispatch: Any = None  # the dispatch proof (hexbuild.results.dispatch.verdict)
+    fidelity: dict[str, Any] | None = None  # the virtual NPU's mark (emulated, npu_model): Target.fidelity
 
     def to_json(self) -> dict[str, Any]:
         out = {"target": self.target, "tool": self.invocation.tool, "argv": self.invocation.argv,
@@ -85,6 +86,7 @@ class RunRecord:
             out["diagnosis"] = self.diagnosis
         if self.dsp_crash:
             out["dsp_crash"] = self.dsp_crash
+        out.update(self.fidelity or {})  # nothing for a real device: fidelity.py
         return out
 
 
@@ -140,7 +142,8 @@ def execute(target, inv: Invocation, *, results_dir: Path, passthrough: bool = T
     os.chmod(part, output_mode())  # mkstemp's 0600 is for the part; the log is the user's
     os.replace(part, log_path)
     record = _judged(target.spec, inv, code, duration, log_path, b"".join(stdout_chunks), watch,
-                     error=error.message if error else None, json_path=results_dir / f"{stem}.json" if save_json else None)
+                     error=error.message if error else None, json_path=results_dir / f"{stem}.json" if save_json else None,
+                     fidelity=target.fidelity())
     if interrupted:
         raise Interrupted(f"interrupted; the log so far is in {log_path}")
     if error is not None:
@@ -174,14 +177,14 @@ class _LineLog:
 
 
 def _judged(spec: str, inv: Invocation, code: int | None, duration: float, log_path: Path, stdout: bytes, watch,
-            *, error: str | None, json_path: Path | None) -> RunRecord:
+            *, error: str | None, json_path: Path | None, fidelity: dict[str, Any] | None = None) -> RunRecord:
     """The record of a finished run: its parsed results, the dispatch proof, the diagnosis of a
     session failure, a DSP crash's offsets; saved as JSON at ``json_path`` when given."""
     from .proof import judge
 
     results = watch.finish()
     record = RunRecord(spec, inv, code, duration, str(log_path), stdout, results=results, error=error,
-                       dispatch=judge(inv, results, watch.sessions))
+                       dispatch=judge(inv, results, watch.sessions), fidelity=fidelity)
     text = log_path.read_text(encoding="utf-8", errors="replace")
     record.diagnosis = diagnose_log(text, spec, said=bool((record.dispatch or {}).get("fallback_reason")))
     _offer_addr2line(record, text)

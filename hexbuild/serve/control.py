@@ -20,6 +20,7 @@ import sys
 import time
 from typing import Any
 
+from .. import fidelity
 from ..errors import EnvironmentMissing, HexbuildError, UsageError
 from ..runner import background
 from ..ui import ui
@@ -82,6 +83,7 @@ def _wait_for_supervisor(req: ServeRequest, request_file, result_file, stream: b
                     ui.warn(text)
                 for text in rec.get("notes") or []:
                     ui.note(text)
+                fidelity.say(str(rec.get("target")), fidelity.carried(rec))
                 return rec
             if proc.poll() is not None:
                 break
@@ -193,7 +195,8 @@ def stop(recs: list[dict[str, Any]], settings, *, grace: float = 45.0) -> list[d
             how = "directly"  # the supervisor is gone (or stuck): undo its work from here
             _stop_orphan(rec, settings)
             serve_state.remove(port)
-        out.append({"target": rec.get("target"), "local_port": port, "pid": rec.get("pid"), "stopped": how})
+        out.append({"target": rec.get("target"), "local_port": port, "pid": rec.get("pid"), "stopped": how,
+                    **fidelity.carried(rec)})
     return out
 
 

@@ -254,7 +254,7 @@ def _start(target, req: ServeRequest, settings, sink) -> Server:
         target=req.target, kind=target.kind, local_port=req.port, device_port=device_port, pid=pid,
         pid_start=since, model=req.model, url=f"http://127.0.0.1:{req.port}/v1", log=str(local_log),
         device_log=device_log, dest=dest, detached=req.detached, argv=inv.argv, env=inv.env, warnings=warnings,
-        notes=notes)
+        notes=notes, **target.fidelity())
     try:
         serve_state.write(record)
         forward = target.forward(req.port, device_port)

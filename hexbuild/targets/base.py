@@ -231,6 +231,11 @@ class Target(ABC):
         --cpu-strict is injected. Phones and boards: the revision's own choice."""
         return mask
 
+    def fidelity(self) -> dict[str, Any]:
+        """The mark every result made here carries (hexbuild/fidelity.py): ``emulated`` and
+        ``npu_model`` on the virtual NPU; nothing on a real device, or where no NPU runs."""
+        return {}
+
     def glibc_version(self) -> str | None:
         """The glibc release programs run against here ("2.31"), None when unknown or not glibc."""
         return None
