@@ -49,6 +49,7 @@ def test_completion_opens_a_session_and_puts_the_weights_on_htp_buffers(cli, qem
     assert r.rc == 0, r.err
     doc = r.json
     assert doc["exit_code"] == 0 and "HTP0" in doc["argv"]
+    assert doc["emulated"] is True and doc["npu_model"].startswith("v73 ")
     proof = doc["dispatch"]
     assert proof["opened"] == 1 and proof["emulated_npu"].startswith("v73 "), proof
     assert proof["htp_bytes"] > 0 and not proof.get("fallback_reason"), proof
