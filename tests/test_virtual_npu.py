@@ -12,6 +12,7 @@ the same tree fails `test ops` (exit 13).
 from __future__ import annotations
 
 import hashlib
+import re
 import shutil
 from pathlib import Path
 
@@ -35,8 +36,9 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def test_completion_opens_a_session_and_puts_the_weights_on_htp_buffers(cli, qemu_npu_env, real_hexagon_package,
-                                                                       tiny_gguf_ascii, tmp_path):
+@pytest.mark.parametrize("ndev", [1, 2])
+def test_completion_opens_its_sessions_and_puts_the_weights_on_htp_buffers(cli, qemu_npu_env, real_hexagon_package,
+                                                                           tiny_gguf_ascii, tmp_path, ndev):
     spec, models = f"qemu+npu:{tmp_path}/inst", str(tmp_path / "models")
     deploy(cli, real_hexagon_package, spec, "--model", str(tiny_gguf_ascii), "--models-dir", models)
     # the user's package byte for byte: the virtual DSP's parts stay in hexbuild's cache
@@ -44,17 +46,19 @@ def test_completion_opens_a_session_and_puts_the_weights_on_htp_buffers(cli, qem
     assert "lib/libggml-htp-v73.so" in installed and not any("cdsprpc" in p or "vnpu" in p for p in installed)
     assert sha256(tmp_path / "inst" / "lib" / "libggml-htp-v73.so") == \
         sha256(real_hexagon_package / "lib" / "libggml-htp-v73.so")
-    r = cli("--json", "-q", "run", "completion", "-t", spec, "--ndev", "1", "--models-dir", models,
+    r = cli("--json", "-q", "run", "completion", "-t", spec, "--ndev", str(ndev), "--models-dir", models,
             "--model", tiny_gguf_ascii.name, "--results-dir", str(tmp_path / "res"), "--", "-n", "8", "-p", PROMPT)
     assert r.rc == 0, r.err
     doc = r.json
-    assert doc["exit_code"] == 0 and "HTP0" in doc["argv"]
+    assert doc["exit_code"] == 0 and ",".join(f"HTP{i}" for i in range(ndev)) in doc["argv"]
     assert doc["emulated"] is True and doc["npu_model"].startswith("v73 ")
     proof = doc["dispatch"]
-    assert proof["opened"] == 1 and proof["emulated_npu"].startswith("v73 "), proof
+    assert proof["opened"] == ndev and proof["emulated_npu"].startswith("v73 "), proof
     assert proof["htp_bytes"] > 0 and not proof.get("fallback_reason"), proof
     log = Path(doc["log"]).read_text()
-    assert "HTP0: session opened on the virtual NPU (libggml-htp-v73.so on an emulated v73 cDSP" in log
+    for i in range(ndev):  # one DSP process per session, each with its share of the weights
+        assert f"HTP{i}: session opened on the virtual NPU (libggml-htp-v73.so on an emulated v73 cDSP" in log
+        assert re.search(rf"hexbuild-vnpu: HTP{i}: [1-9]\d* bytes on HTP buffers", log), log
 
 
 def test_mul_mat_q4_0_passes_on_htp0(cli, qemu_npu_env, real_hexagon_package, tmp_path):

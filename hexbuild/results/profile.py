@@ -243,8 +243,9 @@ def markdown(doc: dict[str, Any]) -> str:
     sess = ", ".join(f"{d}: {s['ops']} ops, {s['total_usec']} µs" for d, s in doc["sessions"].items())
     text = "\n".join(lines) + f"\n\n{doc['op_groups']} op groups, {doc['total_usec']} µs in ops ({sess})\n"
     if doc.get("emulated"):
-        text += (f"Emulated NPU, {doc.get('npu_model')}: the µs and cycles are the emulator's wall time, "
-                 "not a phone's.\n")
+        cycles = any(r.get("total_cycles") for r in doc["ops"])
+        text += (f"Emulated NPU, {doc.get('npu_model')}: the µs are the emulator's wall time, "
+                 + ("the cycles its count, " if cycles else "cycles are not modelled (0), ") + "not a phone's.\n")
     return text
 
 
