@@ -304,7 +304,7 @@ def load(*, flags: Mapping[str, Any] | None = None, config_file: str | Path | No
 
 # Variables that share the prefix but are not settings.
 _NON_SETTING_ENV = {"HEXBUILD_CONFIG", "HEXBUILD_TEST_CACHE", "HEXBUILD_TEST_DOCKER_HOST", "HEXBUILD_DEBUG",
-                    "HEXBUILD_TEST_LAVA"}
+                    "HEXBUILD_TEST_LAVA", "HEXBUILD_TEST_ENGINE"}
 
 
 def _flag_name(key: str) -> str:
