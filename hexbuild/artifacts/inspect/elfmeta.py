@@ -126,15 +126,19 @@ def plt_names(meta: ElfMeta, plt_packets) -> dict[int, str]:
     """PLT slot address → the symbol it calls. ``plt_packets`` are the parsed packets of the
     .plt section: a slot computes its GOT word as ``add(pc,##X)``, and the relocation at that
     word names the symbol."""
+    return plt_names_from(meta, [(p.addr, insn.pc_rel) for p in plt_packets for insn in p.insns
+                                 if insn.pc_rel is not None])
+
+
+def plt_names_from(meta: ElfMeta, pc_rel: list[tuple[int, int]]) -> dict[int, str]:
+    """plt_names from (packet address, X) of each ``add(pc,##X)`` in .plt (scan.py's record)."""
     names: dict[int, str] = {}
     if not meta.jump_slots or meta.plt is None:
         return names
-    for p in plt_packets:
-        for insn in p.insns:
-            if insn.pc_rel is not None:
-                got = (p.addr + insn.pc_rel) & 0xFFFFFFFF
-                if got in meta.jump_slots:
-                    names[p.addr] = meta.jump_slots[got]
+    for addr, offset in pc_rel:
+        got = (addr + offset) & 0xFFFFFFFF
+        if got in meta.jump_slots:
+            names[addr] = meta.jump_slots[got]
     if not names:
         start = meta.plt[0] + _PLT_HEADER
         for i, name in enumerate(meta.jump_slot_order):
