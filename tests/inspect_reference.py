@@ -4,7 +4,7 @@ analysis.analyze, as --disasm still does. The tests and benchmarks/inspect_skel.
 scanner's reports to these, field by field.
 
     from tests.inspect_reference import reference_reports, fields
-    assert fields(inspect_library(lib, tool).functions) == fields(reference_reports(lib, tool))
+    assert fields(inspect_library(lib, tool, cache=False).functions) == fields(reference_reports(lib, tool))
 """
 
 from __future__ import annotations

@@ -59,5 +59,5 @@ def test_parallel_windows_give_the_same_report(real, monkeypatch):
     lib, whole = real
     monkeypatch.setattr(windows, "PARALLEL_MIN_BYTES", 1)
     assert len(windows.windows(whole.meta, 3)) == 3
-    split = inspect_library(lib, find_objdump(), workers=3)
+    split = inspect_library(lib, find_objdump(), workers=3, cache=False)
     assert [f.to_json() for f in split.functions] == [f.to_json() for f in whole.functions]

@@ -1,5 +1,5 @@
-"""One library inspected: disassembled and scanned once (windows.py, scan.py); which libraries a
-package holds."""
+"""One library inspected: disassembled and scanned once (windows.py, scan.py), or read back from
+the cache (cache.py); which libraries a package holds."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from ...errors import UsageError
 from ..verify import HTP_NAME, htp_key, parse_htp_versions
 from . import windows
 from .analysis import FunctionReport
+from .cache import file_identity, load_reports, report_key, save_reports
 from .elfmeta import ElfMeta, read_meta
 from .objdump import Objdump
 
@@ -56,18 +57,26 @@ class LibraryReport:
 
 
 def inspect_library(path: Path, objdump: Objdump, *, func: re.Pattern[str] | None = None,
-                    with_lines: bool = True, workers: int | None = None) -> LibraryReport:
+                    with_lines: bool = True, workers: int | None = None, cache: bool = True) -> LibraryReport:
     """Disassemble and scan ``path`` (windows.py: in one address window per CPU for a large
-    library)."""
+    library), or read its reports from the cache when this library was inspected before with the
+    same disassembler, flags and analysis code (cache.py)."""
     meta = read_meta(path)
     flags, warn = objdump.flags(meta.arch, path)
     rep = LibraryReport(path, path.name, meta.arch, objdump.name, flags, debug_info=meta.debug_info, meta=meta)
     if warn:
         rep.warnings.append(warn)
-    functions = windows.reports(objdump, path, flags, meta,
-                                windows.windows(meta, workers if workers is not None else _cpus()))
-    if with_lines and meta.debug_info:
-        _add_lines(path, functions)
+    lines = with_lines and meta.debug_info
+    key = report_key(path, f"{objdump.path}|{objdump.version}|{file_identity(objdump.path)}", flags, lines) \
+        if cache else None
+    functions = load_reports(key) if key else None
+    if functions is None:
+        functions = windows.reports(objdump, path, flags, meta,
+                                    windows.windows(meta, workers if workers is not None else _cpus()))
+        if lines:
+            _add_lines(path, functions)
+        if key:
+            save_reports(key, functions)
     rep.functions = [f for f in functions if func is None or func.search(f.name)]
     unknown = sum(f.unknown for f in rep.functions)
     if unknown:
