@@ -72,7 +72,7 @@ def inspect_library(path: Path, objdump: Objdump, *, func: re.Pattern[str] | Non
     functions = load_reports(key) if key else None
     if functions is None:
         functions = windows.reports(objdump, path, flags, meta,
-                                    windows.windows(meta, workers if workers is not None else _cpus()))
+                                    windows.windows(meta, workers if workers is not None else _cpus() // 2))
         if lines:
             _add_lines(path, functions)
         if key:
@@ -123,6 +123,8 @@ def libraries(target: Path, htp: list[str] | None = None) -> list[Path]:
 
 
 def _cpus() -> int:
+    """CPUs this process may use (at most 8). A window keeps two busy, its disassembler and its
+    scanner: on 2 CPUs two windows took longer than one (more CPU for the same text)."""
     try:
         return min(len(os.sched_getaffinity(0)), 8)
     except AttributeError:

@@ -1,8 +1,9 @@
 """Disassembling a library and scanning it as the text arrives, in address windows run at once.
 
 The disassembler's output is read from its pipe in large chunks and handed to the scanner
-(scan.py) while it writes the rest, so its time and the scanner's overlap. A library with more
-code than PARALLEL_MIN_BYTES is cut at function starts into one window per CPU, each
+(scan.py) while it writes the rest, so its time and the scanner's overlap on two CPUs. A library
+with more code than PARALLEL_MIN_BYTES is cut at function starts into windows (report.py: one per
+two CPUs), each
 disassembled and scanned in a process of its own (forked: it inherits the ELF metadata); the
 .plt section, whose slots name the helpers that calls reach, is disassembled in the parent
 meanwhile, and the call sites the windows could not name yet are named from it at the end.
