@@ -1,0 +1,53 @@
+"""hexbuild as a user runs it, for the benchmarks: this checkout installed as a wheel into a
+virtual environment of its own (its dependencies from the package index, as pip installs them),
+made once per content of the checkout under ~/.cache/hexbuild-bench/wheel-<hash>; or
+`python -m hexbuild` from the checkout (--hexbuild checkout), which pays for the sandbox's and
+the editable install's .pth files on every start.
+
+    from wheel import hexbuild_command
+    argv, env = hexbuild_command("wheel")   # [".../venv/bin/hexbuild"], env without PYTHONPATH
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "hexbuild-bench"
+
+
+def checkout_hash() -> str:
+    h = hashlib.sha256()
+    for p in sorted([REPO / "pyproject.toml", *(REPO / "hexbuild").rglob("*")]):
+        if p.is_file() and "__pycache__" not in p.parts:
+            h.update(str(p.relative_to(REPO)).encode())
+            h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def installed_hexbuild() -> Path:
+    """The venv's hexbuild program for this checkout's content (installed once)."""
+    venv = CACHE / f"wheel-{checkout_hash()}"
+    program, done = venv / "bin" / "hexbuild", venv / "installed"
+    if done.exists():
+        return program
+    shutil.rmtree(venv, ignore_errors=True)  # a part left by an interrupted install
+    print(f"installing this checkout as a wheel into {venv} (once; about a minute) ...", file=sys.stderr)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                    str(REPO)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    done.write_text("")
+    return program
+
+
+def hexbuild_command(how: str) -> tuple[list[str], dict[str, str]]:
+    """(argv prefix, environment) to run hexbuild ``how``: "wheel" or "checkout"."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    if how == "wheel":
+        return [str(installed_hexbuild())], env
+    return [sys.executable, "-m", "hexbuild"], dict(env, PYTHONPATH=str(REPO))
