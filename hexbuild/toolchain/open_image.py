@@ -146,6 +146,10 @@ def ensure_open_image(client: Any, *, method: str = "auto", rebuild: bool = Fals
         attrs = find(client, rec)
         if attrs is None:
             raise EnvironmentMissing(f"{rec.image} is not on the Docker engine after making it")
+        if status == "created":  # a new image of this recipe: qemu: targets extract its runtime
+            from .sysroot import forget_image
+
+            forget_image(rec.image)
         return OpenImage(rec.image, REPOSITORY, rec.tag, rec.hash, status, how, time.monotonic() - start,
                          attrs["Id"], rec.packages, str(tarball) if tarball.is_file() else None)
 
