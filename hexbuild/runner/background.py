@@ -57,15 +57,20 @@ kill "$t" 2>/dev/null
 wait "$t" 2>/dev/null
 printf '\n%s\n' "$mark" >&2"""
 
+# Checked every 50 ms: llama-server exits within a few of them, and `serve stop` waits for it.
 STOP = RUNNING + r"""pid=$1; since=$2
 running "$pid" "$since" || exit 0
 kill -TERM "$pid" 2>/dev/null || exit 0
 i=0
 while running "$pid" "$since"; do
   i=$((i + 1))
-  if [ "$i" -gt 50 ]; then kill -KILL "$pid" 2>/dev/null; break; fi
-  sleep 0.2
+  if [ "$i" -gt 200 ]; then kill -KILL "$pid" 2>/dev/null; break; fi
+  sleep 0.05
 done
+exit 0"""
+
+# The log from byte OFFSET on: what the watcher's stream had not brought when it was cut short.
+REST = r"""[ -r "$1" ] && tail -c "+$2" "$1"
 exit 0"""
 
 def start(target, argv: Sequence[str], *, env: dict[str, str], cwd: str, log: str) -> tuple[int, str]:
@@ -84,6 +89,14 @@ def stop(target, pid: int, since: str, *, timeout: float = 30.0) -> None:
     target.capture(["sh", "-c", STOP, "sh", str(pid), since], timeout=timeout)
 
 
+def log_rest(target, log: str, offset: int) -> bytes:
+    """The device log from byte ``offset`` on (a local file is read here)."""
+    if target.kind in ("local", "qemu"):
+        data = target.read_file(log)
+        return data[offset:] if data is not None else b""
+    return target.capture(["sh", "-c", REST, "sh", log, str(offset + 1)]).stdout
+
+
 class Watcher:
     """Streams the device log to ``sink`` from a thread; ``done`` is set when the stream ends,
     ``exited`` tells whether it ended because the program did (else the link was cut)."""
@@ -96,6 +109,8 @@ class Watcher:
         self.exited = False
         self.error: HexbuildError | None = None
         self.done = threading.Event()
+        self.received = 0  # bytes of the log the stream brought: its first ``received`` bytes
+        self._frozen = False
         self._partial = b""
         self._err = b""
         self._lock = threading.Lock()
@@ -108,13 +123,16 @@ class Watcher:
                 self.exited = True
             return
         with self._lock:
+            if self._frozen:
+                return
+            self.received += len(data)
             if len(self.text) < TEXT_LIMIT:
                 self.text += data
             lines = (self._partial + data).split(b"\n")
             self._partial = lines.pop()
             for line in lines:
                 self.tail.append(line.decode("utf-8", "replace").rstrip("\r"))
-        self.sink(data)
+            self.sink(data)  # under the lock: what freeze() counted is written before what follows it
 
     def _run(self) -> None:
         try:
@@ -128,6 +146,12 @@ class Watcher:
             if self._partial:
                 self.tail.append(self._partial.decode("utf-8", "replace"))
             self.done.set()
+
+    def freeze(self) -> int:
+        """Pass nothing more on (the caller reads the rest itself): how many bytes were passed."""
+        with self._lock:
+            self._frozen = True
+            return self.received
 
     def startup_text(self) -> str:
         with self._lock:

@@ -31,6 +31,7 @@ from .openai_http import health, model_name
 
 DEFAULT_PORT = 8080  # llama-server's own default
 READY_TIMEOUT = 600.0  # a large model takes minutes to load and repack
+READY_POLL = 0.05  # /health is asked this often: a tiny model is ready in well under a second
 SERVER = "llama-server"
 BUILD_HINT = "build it: hexbuild build --build-target llama-server (then serve with --package PKG)"
 
@@ -290,7 +291,7 @@ def _wait_ready(server: Server, req: ServeRequest) -> None:
             raise RemoteFailed(f"{SERVER} on {req.target} was not ready within {req.ready_timeout:g}s "
                                f"(/health: {state}" + (f"; the forward: {errors[-1]}" if errors else "") + ")",
                                hint="a large model takes long to load: raise --ready-timeout")
-        server.watcher.done.wait(0.2)
+        server.watcher.done.wait(READY_POLL)
 
 
 def _undo(target, pid: int, since: str, forward, port: int) -> None:
@@ -304,12 +305,20 @@ def _undo(target, pid: int, since: str, forward, port: int) -> None:
 
 
 def stop(server: Server) -> None:
-    """Stop the server by its PID, remove the forward and the record."""
+    """Stop the server by its PID, remove the forward and the record. The log's last lines are
+    read from where the watcher's stream got to, rather than waited for: the stream notices the
+    program's end only at its next check, a second later."""
     server.forward.close()
     try:
         background.stop(server.target, server.pid, server.since)
     finally:
-        server.watcher.done.wait(3.0)  # its stream ends with the program
+        try:
+            if not server.watcher.done.is_set():
+                rest = background.log_rest(server.target, server.device_log, server.watcher.freeze())
+                if rest and server.log_file is not None:
+                    server.log_file.write(rest)
+        except HexbuildError:  # the device went away: the log ends where the stream did
+            pass
         _close_log(server)
         serve_state.remove(server.local_port)
         server.target.close()
