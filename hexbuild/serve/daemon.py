@@ -1,9 +1,11 @@
-"""The supervisor of a ``hexbuild serve --detach`` server, started by control.supervisor_argv
-(``main(REQUEST.json)`` of the hexbuild that detached it, whatever the working directory holds)
-in a session of its own.
+"""The supervisor of a ``hexbuild serve --detach`` server: a process in a session of its own,
+forked from the command that detached it (control.detach: it has imported all it needs), or
+started by control.supervisor_argv where forking is not safe (``main(REQUEST.json, READY_FD)``
+of the hexbuild that detached it, whatever the working directory holds).
 
-It is a foreground ``serve`` without a terminal: it starts the server, writes the outcome of
-the start to the result file named in the request (the waiting command reads it), then
+It is a foreground ``serve`` without a terminal: it starts the server (a failure goes to the
+result file the waiting command reads; success is the record's status), says so on the ready
+pipe, then
 supervises until SIGTERM (``serve stop``) or a failure. Its own output goes to
 ``<state>/servers/<port>.supervisor.log``.
 """
@@ -11,9 +13,11 @@ supervises until SIGTERM (``serve stop``) or a failure. Its own output goes to
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 from ..errors import HexbuildError
 from ..paths import atomic_write
@@ -25,17 +29,21 @@ def _terminate(signum, frame):
     raise KeyboardInterrupt
 
 
-def main(request_file: str) -> int:
-    signal.signal(signal.SIGTERM, _terminate)
-    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+def main(request_file: str, ready_fd: str | None = None) -> int:
     doc = json.loads(Path(request_file).read_text())
     raw = doc["request"]
     raw["knobs"] = [tuple(k) for k in raw.get("knobs") or []]
-    req = ServeRequest(**raw)
-    result = Path(doc["result"])
+    return serve(ServeRequest(**raw), doc["settings"], Path(doc["result"]),
+                 int(ready_fd) if ready_fd is not None else None)
+
+
+def serve(req: ServeRequest, settings: Any, result: Path, ready_fd: int | None = None) -> int:
+    """Start, report, supervise: the supervisor's whole life; its exit code."""
+    signal.signal(signal.SIGTERM, _terminate)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
     ui.verbose = max(ui.verbose, 1)  # the supervisor log is for people debugging
     try:
-        server = start(req, doc["settings"])
+        server = start(req, settings)
     except KeyboardInterrupt:
         atomic_write(result, json.dumps({"error": {"type": "interrupted", "message": "interrupted", "exit_code": 130}}))
         return 130
@@ -43,7 +51,12 @@ def main(request_file: str) -> int:
         atomic_write(result, json.dumps({"error": e.to_json()}))
         ui.error(e.message, hint=e.hint)
         return e.exit_code
-    atomic_write(result, json.dumps({"ok": True, "url": server.url}))
+    if ready_fd is not None:  # the waiting command wakes at once rather than at its next look
+        try:
+            os.write(ready_fd, b"ready")
+            os.close(ready_fd)
+        except OSError:  # it gave up waiting
+            pass
     ui.info(f"ready at {server.url} ({server.model_name})")
     try:
         supervise(server)
@@ -54,4 +67,4 @@ def main(request_file: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main(*sys.argv[1:3]))

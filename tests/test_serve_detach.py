@@ -1,0 +1,82 @@
+"""`serve --detach`'s supervisor (serve/control.py, serve/daemon.py) on a local: install of the
+stand-in server: a fork of the command as a user runs it (no second interpreter), a new
+interpreter where forking is unsafe (another thread runs), nothing left in the state directory
+but the record, and `serve stop` leaving the server's last words in its log."""
+
+import json
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from hexbuild.serve import state as state_mod
+from tests.infra.devices import free_port
+from tests.test_run_device import populate
+from tests.test_serve import pid_alive, port_free
+
+
+def cmdline(pid: int) -> list[str]:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")[:-1]
+
+
+def test_the_supervisor_is_a_fork_of_the_command(serve_state, http_stand_in, tiny_gguf, tmp_path):
+    dest = str(tmp_path / "inst" / "llama.cpp")
+    populate(f"local:{dest}", dest, {"llama-server": http_stand_in})
+    port = free_port()
+    argv = [sys.executable, "-m", "hexbuild", "--json", "-q", "serve", "-t", f"local:{dest}", "--model",
+            str(tiny_gguf), "--models-dir", str(tmp_path / "m"), "--port", str(port), "--detach"]
+    cp = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert cp.returncode == 0, cp.stderr
+    ready = json.loads(cp.stdout)
+    assert cmdline(ready["supervisor_pid"]) == argv  # the command's own image: imports done once
+    assert sorted(p.name for p in serve_state.iterdir()) == [f"{port}.json", f"{port}.log", f"{port}.supervisor.log"]
+    stop = subprocess.run([sys.executable, "-m", "hexbuild", "-q", "serve", "stop", "--port", str(port)],
+                          capture_output=True, text=True, timeout=60)
+    assert stop.returncode == 0, stop.stderr
+    assert not pid_alive(ready["pid"]) and not pid_alive(ready["supervisor_pid"]) and port_free(port)
+    assert sorted(p.name for p in serve_state.iterdir()) == [f"{port}.log", f"{port}.supervisor.log"]
+
+
+def test_with_another_thread_running_a_new_interpreter_supervises(cli, serve_state, http_stand_in, tiny_gguf,
+                                                                   tmp_path):
+    dest = str(tmp_path / "inst" / "llama.cpp")
+    populate(f"local:{dest}", dest, {"llama-server": http_stand_in})
+    port = free_port()
+    running, done = threading.Event(), threading.Event()
+    busy = threading.Thread(target=lambda: (running.set(), done.wait(60)), daemon=True)
+    busy.start()
+    running.wait()
+    try:
+        r = cli("--json", "serve", "-t", f"local:{dest}", "--model", str(tiny_gguf), "--models-dir",
+                str(tmp_path / "m"), "--port", str(port), "--detach")
+    finally:
+        done.set()
+    assert r.rc == 0, r.err
+    line = cmdline(r.json["supervisor_pid"])
+    assert line[:2] == [sys.executable, "-c"] and "hexbuild.serve.daemon" in line[2]
+    assert cli("serve", "stop", "--port", str(port)).rc == 0
+    assert not pid_alive(r.json["pid"]) and state_mod.records() == []
+
+
+def test_stop_keeps_the_servers_last_words(cli, serve_state, http_stand_in, tiny_gguf, tmp_path):
+    """The log's end is read from where the watcher's stream got to when the server is stopped:
+    what the server says on its way out is in the log when `serve stop` returns."""
+    dest = tmp_path / "inst" / "llama.cpp"
+    wrapper = tmp_path / "llama-server"
+    wrapper.write_text(f"""#!/bin/sh
+trap 'echo "stand-in: leaving on SIGTERM"; kill "$child"; wait "$child"; exit 0' TERM
+{http_stand_in} "$@" &
+child=$!
+wait "$child"
+""")
+    wrapper.chmod(0o755)
+    populate(f"local:{dest}", str(dest), {"llama-server": wrapper})
+    port = free_port()
+    r = cli("--json", "serve", "-t", f"local:{dest}", "--model", str(tiny_gguf), "--models-dir", str(tmp_path / "m"),
+            "--port", str(port), "--detach")
+    assert r.rc == 0, r.err
+    assert cli("serve", "stop", "--port", str(port)).rc == 0
+    log = (serve_state / f"{port}.log").read_text()
+    assert "server is listening" in log and "stand-in: leaving on SIGTERM" in log.splitlines()[-2:]
+    assert log.count("server is listening") == 1  # the stream and the rest, each byte once
+    assert not pid_alive(r.json["pid"]) and port_free(port)
