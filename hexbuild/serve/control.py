@@ -25,7 +25,6 @@ from ..errors import EnvironmentMissing, HexbuildError, UsageError
 from ..runner import background
 from ..ui import ui
 from . import state as serve_state
-from .openai_http import health
 from .server import ServeRequest
 
 
@@ -245,6 +244,8 @@ def status() -> list[dict[str, Any]]:
         elif rec.get("status") != "ready":
             row["state"] = rec.get("status") or "starting"
         else:
+            from .openai_http import health
+
             row["state"] = "ready" if health(int(rec["local_port"]), timeout=2.0) == "ready" else "unreachable"
         out.append(row)
     return out
@@ -318,6 +319,8 @@ def find_running(target: str, model: str | None) -> dict[str, Any] | None:
             continue
         if model and PurePath(str(rec.get("model"))).name != PurePath(model).name:
             continue
+        from .openai_http import health
+
         if health(int(rec["local_port"]), timeout=2.0) == "ready":
             return rec
     return None

@@ -27,7 +27,6 @@ from ..runner.install import default_dest, default_models_dir, installed_tools, 
 from ..runner.request import RunRequest, open_target, prepare_on
 from ..ui import ui
 from . import state as serve_state
-from .openai_http import health, model_name
 
 DEFAULT_PORT = 8080  # llama-server's own default
 READY_TIMEOUT = 600.0  # a large model takes minutes to load and repack
@@ -102,8 +101,6 @@ def _check_model_on_device(target, model: str, models_dir: str) -> None:
 
 
 def _deploy(target, req: ServeRequest, dest: str, models_dir: str, push_model: Path | None, settings) -> None:
-    from ..deploy import DeployOptions, deploy, raise_for_failures
-
     pkg = req.package
     if pkg is None and push_model is None:
         return
@@ -119,6 +116,8 @@ def _deploy(target, req: ServeRequest, dest: str, models_dir: str, push_model: P
             push_models(target, models_dir, plan, lambda n, wire=None: progress.update(task, advance=n),
                         lambda _: None)
         return
+    from ..deploy import DeployOptions, deploy, raise_for_failures  # (the whole deploy: a package's)
+
     opts = DeployOptions(dest=dest, models=models, models_dir=models_dir,
                          bundle_runtime=bool(_setting(settings, "deploy.bundle_runtime", False)),
                          sysroot=str(_setting(settings, "linux.sysroot", "") or ""))
@@ -262,6 +261,8 @@ def _start(target, req: ServeRequest, settings, sink) -> Server:
         _wait_ready(server, req)
         record.update(dispatch=dispatch_proof(_startup_log(target, device_log, watcher), inv, target=req.target, log=str(device_log),
                                               allow_cpu_fallback=req.allow_cpu_fallback))
+        from .openai_http import model_name
+
         server.model_name = model_name(req.port) or posixpath.basename(model)
         record.update(status="ready", model_name=server.model_name, ready_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
         serve_state.write(record)
@@ -273,6 +274,8 @@ def _start(target, req: ServeRequest, settings, sink) -> Server:
 
 
 def _wait_ready(server: Server, req: ServeRequest) -> None:
+    from .openai_http import health  # imported while the server starts: not before it
+
     deadline = time.monotonic() + req.ready_timeout
     while True:
         if server.watcher.done.is_set():
