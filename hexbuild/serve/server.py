@@ -30,7 +30,9 @@ from . import state as serve_state
 
 DEFAULT_PORT = 8080  # llama-server's own default
 READY_TIMEOUT = 600.0  # a large model takes minutes to load and repack
-READY_POLL = 0.05  # /health is asked this often: a tiny model is ready in well under a second
+# /health is asked every 20 ms for the first seconds (a small model is ready in well under one),
+# then every quarter second (a large one loads for minutes: each ask crosses adb or SSH).
+READY_POLL, READY_POLL_SLOW, READY_POLL_FAST_FOR = 0.02, 0.25, 3.0
 SERVER = "llama-server"
 BUILD_HINT = "build it: hexbuild build --build-target llama-server (then serve with --package PKG)"
 
@@ -276,7 +278,8 @@ def _start(target, req: ServeRequest, settings, sink) -> Server:
 def _wait_ready(server: Server, req: ServeRequest) -> None:
     from .openai_http import health  # imported while the server starts: not before it
 
-    deadline = time.monotonic() + req.ready_timeout
+    begun = time.monotonic()
+    deadline = begun + req.ready_timeout
     while True:
         if server.watcher.done.is_set():
             if server.watcher.exited:
@@ -294,7 +297,7 @@ def _wait_ready(server: Server, req: ServeRequest) -> None:
             raise RemoteFailed(f"{SERVER} on {req.target} was not ready within {req.ready_timeout:g}s "
                                f"(/health: {state}" + (f"; the forward: {errors[-1]}" if errors else "") + ")",
                                hint="a large model takes long to load: raise --ready-timeout")
-        server.watcher.done.wait(READY_POLL)
+        server.watcher.done.wait(READY_POLL if time.monotonic() - begun < READY_POLL_FAST_FOR else READY_POLL_SLOW)
 
 
 def _undo(target, pid: int, since: str, forward, port: int) -> None:

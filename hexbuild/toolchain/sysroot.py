@@ -11,10 +11,6 @@ engine while the recipe (and so the image's tag) is the same. A directory given 
 
 from __future__ import annotations
 
-import secrets
-import shutil
-import tempfile
-import tarfile
 from pathlib import Path
 
 from ..errors import EnvironmentMissing, UsageError
@@ -159,6 +155,11 @@ def forget_image(ref: str) -> None:
 
 def _export(client, ref: str, dest: Path) -> None:
     """Copy IMAGE_RUNTIME out of a (never started) container of ``ref`` into ``dest``, atomically."""
+    import secrets  # (here: a qemu: target that finds its runtime extracted imports none of them)
+    import shutil
+    import tarfile
+    import tempfile
+
     from .transfer import _extract
 
     name = f"hexbuild-sysroot-{secrets.token_hex(4)}"
