@@ -69,8 +69,8 @@ while running "$pid" "$since"; do
 done
 exit 0"""
 
-# The log from byte OFFSET on: what the watcher's stream had not brought when it was cut short.
-REST = r"""[ -r "$1" ] && tail -c "+$2" "$1"
+# The log from byte OFFSET on (at most LIMIT bytes): what the watcher's stream had not brought.
+REST = r"""[ -r "$1" ] && tail -c "+$2" "$1" | head -c "$3"
 exit 0"""
 
 def start(target, argv: Sequence[str], *, env: dict[str, str], cwd: str, log: str) -> tuple[int, str]:
@@ -89,12 +89,17 @@ def stop(target, pid: int, since: str, *, timeout: float = 30.0) -> None:
     target.capture(["sh", "-c", STOP, "sh", str(pid), since], timeout=timeout)
 
 
-def log_rest(target, log: str, offset: int) -> bytes:
-    """The device log from byte ``offset`` on (a local file is read here)."""
+def log_rest(target, log: str, offset: int, *, limit: int | None = None) -> bytes:
+    """The device log from byte ``offset`` on, at most ``limit`` bytes (a local file is read here)."""
     if target.kind in ("local", "qemu"):
-        data = target.read_file(log)
-        return data[offset:] if data is not None else b""
-    return target.capture(["sh", "-c", REST, "sh", log, str(offset + 1)]).stdout
+        try:
+            with open(log, "rb") as f:
+                f.seek(offset)
+                return f.read(-1 if limit is None else limit)
+        except (FileNotFoundError, NotADirectoryError):
+            return b""
+    script = REST if limit is not None else REST.replace(' | head -c "$3"', "")
+    return target.capture(["sh", "-c", script, "sh", log, str(offset + 1), str(limit or 0)]).stdout
 
 
 class Watcher:

@@ -155,21 +155,13 @@ def dispatch_proof(startup_log: str, inv, *, target: str, log: str, allow_cpu_fa
 
 
 def _startup_log(target, device_log: str, watcher) -> str:
-    """What the server printed up to now. A local file is read whole; a remote one arrives through
-    the watcher's stream (no second channel beside the forward's), which may lag behind what
-    /health saw, so it is given a moment to settle."""
-    if target.kind in ("local", "qemu"):
-        data = target.read_file(device_log)
-        if data is not None:
-            return data.decode("utf-8", "replace")
-    last, deadline = None, time.monotonic() + 2.0
-    while time.monotonic() < deadline:
-        text = watcher.startup_text()
-        if text == last:
-            break
-        last = text
-        time.sleep(0.3)
-    return watcher.startup_text()
+    """What the server printed up to now, read from the device log itself in one call (the
+    watcher's stream may lag behind what /health saw: it used to be given 0.3 s to settle, the
+    most of a detached start over adb); the stream's text when the device cannot be asked."""
+    try:
+        return background.log_rest(target, device_log, 0, limit=background.TEXT_LIMIT).decode("utf-8", "replace")
+    except HexbuildError:
+        return watcher.startup_text()
 
 
 def start(req: ServeRequest, settings, *, sink: Callable[[bytes], None] | None = None) -> Server:
@@ -214,6 +206,7 @@ def _start(target, req: ServeRequest, settings, sink) -> Server:
     tools = installed_tools(manifest)
     if tools is None:
         tools = set(target.list_files(f"{dest}/bin", hashes=False))
+    read = (dest, manifest, tools)  # what prepare_on would read again
     if not tools:
         raise EnvironmentMissing(f"nothing is installed at {target.spec}:{dest}",
                                  hint="serve --package PKG deploys it, or run hexbuild deploy first")
@@ -226,7 +219,7 @@ def _start(target, req: ServeRequest, settings, sink) -> Server:
     run_req = RunRequest(kind="server", target=req.target, dest=dest, models_dir=models_dir, ndev=req.ndev,
                          devices=req.devices, model=model, knobs=req.knobs, extra=extra, threads=req.threads,
                          ubatch=req.ubatch)
-    prepared = prepare_on(target, run_req)  # a CPU-only package: the one rule (artifacts/npu.py)
+    prepared = prepare_on(target, run_req, read=read)  # a CPU-only package: the one rule (artifacts/npu.py)
     warnings = [prepared.cpu_only] if prepared.cpu_only else []
     if prepared.cpu_only and not req.detached:  # a detached start's command says it (control.detach)
         ui.warn(prepared.cpu_only)
