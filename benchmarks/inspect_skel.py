@@ -14,12 +14,12 @@ hexagon-llvm-objdump/hexagon-llvm-addr2line around the very llvm-objdump hexbuil
 
 Per library: the disassembly alone; upstream; hexbuild cold (no report cached: its reports
 directory is emptied before each run, the disassembler's probes stay cached as after any first
-run); hexbuild warm (the same skel again: the report cache keyed by the library's sha256); and
-hexbuild's very first run on an empty cache, once. Wall and CPU seconds (the process and its
+run); hexbuild warm (the same skel again: the report cache keyed by the library's sha256);
+hexbuild's very first run on an empty cache, once; and with --before REV that revision of
+hexbuild (installed the same way) in the same alternation. Wall and CPU seconds (the process and its
 children), the ratio of each pair, the machine's load. Then the check that nothing changed: the
 JSON of every run is compared field by field with the reference analysis (the model and
-analysis.py, as inspect ran before the scanner), and with another revision's output (--before
-REV: that revision of this repository extracted and run).
+analysis.py, as inspect ran before the scanner), and with --before REV's output.
 
 Usage: python benchmarks/inspect_skel.py [--runs 7] [--hexbuild wheel|checkout] [--lib PATH]...
                                          [--before REV]
@@ -43,7 +43,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from wheel import hexbuild_command  # noqa: E402
+from wheel import hexbuild_command, installed_hexbuild, revision_tree  # noqa: E402
 
 TEST_CACHE = Path(os.environ.get("HEXBUILD_TEST_CACHE") or Path.home() / ".cache" / "hexbuild-tests")
 UPSTREAM = TEST_CACHE / "llama-cpp-python-0.3.36" / "vendor" / "llama.cpp" / "scripts" / "snapdragon" \
@@ -147,13 +147,14 @@ def fields(doc) -> int:
     return 1
 
 
-def before_hexbuild(rev: str, into: Path) -> list[str]:
-    """``python -m hexbuild`` of revision ``rev`` of this repository, extracted into ``into``."""
-    into.mkdir(parents=True)
-    archive = subprocess.run(["git", "-C", str(REPO), "archive", rev, "hexbuild"], check=True, capture_output=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
-    # not `-m`: that would put the working directory (this checkout, perhaps) first on sys.path
-    return [sys.executable, "-c", f"import runpy, sys; sys.path[0] = {str(into)!r}; "
+def before_hexbuild(rev: str, how: str, into: Path) -> list[str]:
+    """Revision ``rev`` of hexbuild, run as this checkout is (``how``): installed as a wheel, or
+    ``python -m hexbuild`` from its tree (not `-m` as such: that would put the working directory,
+    perhaps this checkout, first on sys.path)."""
+    tree = revision_tree(rev, into)
+    if how == "wheel":
+        return [str(installed_hexbuild(tree))]
+    return [sys.executable, "-c", f"import runpy, sys; sys.path[0] = {str(tree)!r}; "
             "runpy.run_module('hexbuild', run_name='__main__', alter_sys=True)"]
 
 
@@ -161,7 +162,7 @@ def med(xs: list[float]) -> float:
     return statistics.median(xs)
 
 
-def measure(lib: Path, args, cmd: list[str], env: dict[str, str], tmp: Path) -> dict:
+def measure(lib: Path, args, cmd: list[str], env: dict[str, str], tmp: Path, before: list[str] | None) -> dict:
     from hexbuild.artifacts.inspect import find_objdump
     from hexbuild.artifacts.inspect.elfmeta import read_meta
 
@@ -182,10 +183,13 @@ def measure(lib: Path, args, cmd: list[str], env: dict[str, str], tmp: Path) -> 
     rows: dict[str, list[tuple[float, float]]] = {"objdump": [], "upstream": [], "cold": [], "warm": []}
     outputs = {"first": first[2]}
     reports = cache / "hexbuild" / "inspect" / "reports"
+    runs = [("upstream", upstream, up_env), ("cold", ours, ours_env), ("warm", ours, ours_env)]
+    if before is not None:  # that revision as it ran: it had no cache
+        rows["before"] = []
+        runs.append(("before", [*before, "-q", "inspect", str(lib), "--json"], env))
+        timed(runs[-1][1], env)
     for i in range(args.runs):
-        order = [("upstream", upstream, up_env), ("cold", ours, ours_env), ("warm", ours, ours_env)]
-        if i % 2:
-            order = [order[1], order[2], order[0]]
+        order = runs if i % 2 == 0 else runs[1:] + runs[:1]
         for name, argv, e in order:
             if name == "cold":
                 shutil.rmtree(reports, ignore_errors=True)
@@ -199,13 +203,15 @@ def measure(lib: Path, args, cmd: list[str], env: dict[str, str], tmp: Path) -> 
     result = {"library": str(lib), "bytes": lib.stat().st_size, "lines": lines, "flags": flags, "first": first[:2]}
     for name, samples in rows.items():
         result[name] = (med([w for w, _ in samples]), med([c for _, c in samples]))
-    for name in ("cold", "warm"):
-        result[f"{name}_ratio"] = med([o[0] / u[0] for o, u in zip(rows[name], rows["upstream"])])
+    for name in ("cold", "warm", "before"):
+        if name in rows:
+            result[f"{name}_ratio"] = med([o[0] / u[0] for o, u in zip(rows[name], rows["upstream"])])
     result["outputs"] = outputs
     return result
 
 
-def check(lib: Path, outputs: dict[str, bytes], before: list[str] | None, env: dict[str, str]) -> list[str]:
+def check(lib: Path, outputs: dict[str, bytes]) -> list[str]:
+    theirs = json.loads(outputs.pop("before")) if "before" in outputs else None
     docs = {name: json.loads(out)["libraries"][0] for name, out in outputs.items()}
     ref = reference(lib)
     notes = []
@@ -214,8 +220,7 @@ def check(lib: Path, outputs: dict[str, bytes], before: list[str] | None, env: d
         notes.append(f"  {name:6s} run vs the reference analysis: "
                      + ("identical" if not diff else f"{len(diff)} differences, first: {diff[:3]}")
                      + f" ({len(ref)} functions, {fields(ref)} fields)")
-    if before is not None:
-        theirs = json.loads(timed([*before, "-q", "inspect", str(lib), "--json"], env)[2])
+    if theirs is not None:
         diff = differences(theirs, json.loads(outputs["cold"]))
         notes.append(f"  cold run vs --before's output (whole document): "
                      + ("identical" if not diff else f"{len(diff)} differences, first: {diff[:3]}")
@@ -228,7 +233,8 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=7, help="alternating pairs per library")
     ap.add_argument("--hexbuild", choices=("wheel", "checkout"), default="wheel")
     ap.add_argument("--lib", type=Path, action="append", default=[], help="another library to measure")
-    ap.add_argument("--before", metavar="REV", help="also compare with this revision's output (e.g. main)")
+    ap.add_argument("--before", metavar="REV", help="also time this revision (installed the same way) and compare "
+                                                    "its output with this checkout's (e.g. main)")
     args = ap.parse_args()
     if not UPSTREAM.is_file():
         sys.exit(f"no upstream script at {UPSTREAM}: run scripts/setup-test-env.sh")
@@ -239,10 +245,9 @@ def main() -> None:
     cmd, env = hexbuild_command(args.hexbuild)
     load0 = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="hexbuild-bench-inspect-") as tmp:
-        before = before_hexbuild(args.before, Path(tmp) / "before") if args.before else None
-        before_env = dict(env, PYTHONDONTWRITEBYTECODE="1")
-        results = [measure(lib, args, cmd, env, Path(tmp)) for lib in libs]
-        notes = [check(Path(r["library"]), r.pop("outputs"), before, before_env) for r in results]
+        before = before_hexbuild(args.before, args.hexbuild, Path(tmp) / "before") if args.before else None
+        results = [measure(lib, args, cmd, env, Path(tmp), before) for lib in libs]
+        notes = [check(Path(r["library"]), r.pop("outputs")) for r in results]
     load1 = os.getloadavg()
     print(f"hexbuild: {args.hexbuild} ({' '.join(cmd)}); upstream: {UPSTREAM}")
     print(f"{os.cpu_count()} CPUs, load average {load0[0]:.2f} before, {load1[0]:.2f} after; "
@@ -251,9 +256,12 @@ def main() -> None:
         print(f"\n{r['library']} ({r['bytes'] / 1e6:.2f} MB, {r['lines']:,} lines of disassembly, "
               f"{' '.join(r['flags'])})")
         for name, label in (("objdump", "llvm-objdump -d alone"), ("upstream", "upstream --spills --all"),
-                            ("cold", "hexbuild inspect --json, cold"), ("warm", "hexbuild inspect --json, warm")):
+                            ("cold", "hexbuild inspect --json, cold"), ("warm", "hexbuild inspect --json, warm"),
+                            ("before", f"hexbuild {args.before} (--before)")):
+            if name not in r:
+                continue
             wall, cpu = r[name]
-            extra = f"   {r[name + '_ratio']:.2f}x upstream (median of pair ratios)" if name in ("cold", "warm") else ""
+            extra = f"   {r[name + '_ratio']:.2f}x upstream (median of pair ratios)" if name + "_ratio" in r else ""
             print(f"  {label:32s} {wall:6.3f} s ({cpu:5.3f}){extra}")
         print(f"  {'hexbuild, first run (empty cache)':32s} {r['first'][0]:6.3f} s ({r['first'][1]:5.3f})")
         print("\n".join(note))

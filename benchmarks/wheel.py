@@ -21,28 +21,37 @@ REPO = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "hexbuild-bench"
 
 
-def checkout_hash() -> str:
+def checkout_hash(src: Path = REPO) -> str:
     h = hashlib.sha256()
-    for p in sorted([REPO / "pyproject.toml", *(REPO / "hexbuild").rglob("*")]):
+    for p in sorted([src / "pyproject.toml", *(src / "hexbuild").rglob("*"), *(src / "docker").rglob("*")]):
         if p.is_file() and "__pycache__" not in p.parts:
-            h.update(str(p.relative_to(REPO)).encode())
+            h.update(str(p.relative_to(src)).encode())
             h.update(p.read_bytes())
     return h.hexdigest()[:16]
 
 
-def installed_hexbuild() -> Path:
-    """The venv's hexbuild program for this checkout's content (installed once)."""
-    venv = CACHE / f"wheel-{checkout_hash()}"
+def installed_hexbuild(src: Path = REPO) -> Path:
+    """The venv's hexbuild program for the content of ``src`` (this checkout, or another
+    revision's tree), installed once."""
+    venv = CACHE / f"wheel-{checkout_hash(src)}"
     program, done = venv / "bin" / "hexbuild", venv / "installed"
     if done.exists():
         return program
     shutil.rmtree(venv, ignore_errors=True)  # a part left by an interrupted install
-    print(f"installing this checkout as a wheel into {venv} (once; about a minute) ...", file=sys.stderr)
+    print(f"installing {src} as a wheel into {venv} (once; about a minute) ...", file=sys.stderr)
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                    str(REPO)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                    str(src)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     done.write_text("")
     return program
+
+
+def revision_tree(rev: str, into: Path) -> Path:
+    """Revision ``rev`` of this repository's files, extracted into ``into``."""
+    into.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", rev], check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into
 
 
 def hexbuild_command(how: str) -> tuple[list[str], dict[str, str]]:
