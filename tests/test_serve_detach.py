@@ -77,6 +77,7 @@ wait "$child"
     assert r.rc == 0, r.err
     assert cli("serve", "stop", "--port", str(port)).rc == 0
     log = (serve_state / f"{port}.log").read_text()
-    assert "server is listening" in log and "stand-in: leaving on SIGTERM" in log.splitlines()[-2:]
+    assert "server is listening" in log and "stand-in: leaving on SIGTERM" in log.splitlines()[-2:], \
+        (serve_state / f"{port}.supervisor.log").read_text()[-3000:]
     assert log.count("server is listening") == 1  # the stream and the rest, each byte once
     assert not pid_alive(r.json["pid"]) and port_free(port)

@@ -22,7 +22,7 @@ from typing import Any
 from ..errors import HexbuildError
 from ..paths import atomic_write
 from ..ui import ui
-from .server import ServeRequest, start, supervise
+from .server import SERVER, ServeRequest, start, stop, supervise
 
 
 def _terminate(signum, frame):
@@ -42,25 +42,28 @@ def serve(req: ServeRequest, settings: Any, result: Path, ready_fd: int | None =
     signal.signal(signal.SIGTERM, _terminate)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     ui.verbose = max(ui.verbose, 1)  # the supervisor log is for people debugging
+    server = None
     try:
         server = start(req, settings)
-    except KeyboardInterrupt:
-        atomic_write(result, json.dumps({"error": {"type": "interrupted", "message": "interrupted", "exit_code": 130}}))
-        return 130
-    except HexbuildError as e:
-        atomic_write(result, json.dumps({"error": e.to_json()}))
-        ui.error(e.message, hint=e.hint)
-        return e.exit_code
-    if ready_fd is not None:  # the waiting command wakes at once rather than at its next look
-        try:
-            os.write(ready_fd, b"ready")
-            os.close(ready_fd)
-        except OSError:  # it gave up waiting
-            pass
-    ui.info(f"ready at {server.url} ({server.model_name})")
-    try:
+        if ready_fd is not None:  # the waiting command wakes at once rather than at its next look
+            try:
+                os.write(ready_fd, b"ready")
+                os.close(ready_fd)
+            except OSError:  # it gave up waiting
+                pass
+        ui.info(f"ready at {server.url} ({server.model_name})")
         supervise(server)
+    except KeyboardInterrupt:
+        if server is None:
+            atomic_write(result, json.dumps({"error": {"type": "interrupted", "message": "interrupted",
+                                                       "exit_code": 130}}))
+            return 130
+        # `serve stop` right after the record said ready, before supervise() took over
+        ui.info(f"stopping {SERVER} on {server.target.spec}")
+        stop(server)
     except HexbuildError as e:
+        if server is None:  # the start failed: the waiting command says why
+            atomic_write(result, json.dumps({"error": e.to_json()}))
         ui.error(e.message, hint=e.hint)
         return e.exit_code
     return 0
