@@ -9,7 +9,9 @@ lines go by, with packet semantics). ``finish`` then makes the very reports ``an
 (tests/test_inspect_scan.py holds the two to each other on real libraries); ``--disasm`` keeps
 the model, which it prints.
 
-    sc = Scanner(); sc.feed(lines); ...; reports, plt_pairs = sc.finish(meta, plt)
+    sc = Scanner()
+    sc.feed(lines)                     # as many times as the text comes in chunks
+    reports = sc.finish(meta, elfmeta.plt_names_from(meta, sc.plt_pairs()))
 """
 
 from __future__ import annotations
