@@ -81,3 +81,40 @@ wait "$child"
         (serve_state / f"{port}.supervisor.log").read_text()[-3000:]
     assert log.count("server is listening") == 1  # the stream and the rest, each byte once
     assert not pid_alive(r.json["pid"]) and port_free(port)
+
+
+def watch_tails(log_name: str) -> list[int]:
+    """This machine's `tail -f` processes following a server log named ``log_name`` (a virtual
+    phone's processes are this machine's)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                line = (proc / "cmdline").read_bytes().decode(errors="replace").split("\0")[:-1]
+            except OSError:
+                continue
+            if line[:1] == ["tail"] and line[-2:-1] == ["-f"] and line[-1].endswith(f"/{log_name}"):
+                found.append(int(proc.name))
+    return found
+
+
+def test_stop_over_adb_leaves_no_tail_behind(cli, serve_state, make_device, http_stand_in, tiny_gguf):
+    """The stop ends the log watcher's tail on the phone itself: the session that ran it is cut
+    when the supervisor exits, which would leave the tail following the log for good."""
+    import time
+
+    dev = make_device()
+    spec = f"adb:{dev.serial}"
+    populate(spec, "/data/local/tmp/llama.cpp", {"llama-server": http_stand_in})
+    port, device_port = free_port(), free_port()
+    r = cli("--json", "serve", "-t", spec, "--model", str(tiny_gguf), "--port", str(port), "--device-port",
+            str(device_port), "--detach")
+    assert r.rc == 0, r.err
+    assert len(watch_tails(f"{device_port}.log")) == 1
+    assert cli("serve", "stop", "--port", str(port)).rc == 0
+    deadline = time.monotonic() + 3
+    while watch_tails(f"{device_port}.log") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert watch_tails(f"{device_port}.log") == [] and not pid_alive(r.json["pid"])
+    time.sleep(2.5)  # the watch loop's own end, a second or two later, finds nothing left either
+    assert watch_tails(f"{device_port}.log") == []

@@ -305,15 +305,16 @@ def _undo(target, pid: int, since: str, forward, port: int) -> None:
 
 def stop(server: Server) -> None:
     """Stop the server by its PID, remove the forward and the record. The log's last lines are
-    read from where the watcher's stream got to, rather than waited for: the stream notices the
-    program's end only at its next check, a second later."""
+    read from where the watcher's stream got to, and the stream's tail ended (background.cut_stream),
+    rather than waited for: the stream notices the program's end only at its next check, a second
+    later."""
     server.forward.close()
     try:
         background.stop(server.target, server.pid, server.since)
     finally:
         try:
             if not server.watcher.done.is_set():
-                rest = background.log_rest(server.target, server.device_log, server.watcher.freeze())
+                rest = background.cut_stream(server.target, server.watcher, server.device_log)
                 if rest and server.log_file is not None:
                     server.log_file.write(rest)
         except HexbuildError:  # the device went away: the log ends where the stream did
