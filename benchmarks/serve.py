@@ -7,7 +7,8 @@ Time to ready, medians of alternating pairs (by hand, then hexbuild; the next pa
   until it returns. By hand: `qemu-aarch64 -L SYSROOT ./bin/llama-server <the same arguments and
   environment hexbuild's record shows>` from the install directory, /health polled every 10 ms.
   SYSROOT is the open toolchain image's runtime, extracted once by hexbuild as a user has it (a
-  Docker engine of the benchmark's own for that, stopped before the measurement), or --sysroot.
+  Docker engine of the benchmark's own for that, up until the qemu: pairs end, as a user's
+  engine is), or --sysroot.
 - adb: a virtual phone (a real adbd behind a private adb server) with the HTTP stand-in for
   llama-server (tests/tools; a phone cannot run an Android llama-server here), so what is measured
   is the path, where device round trips dominate. By hand: `adb shell "cd DEST && ENV nohup
@@ -18,10 +19,10 @@ the load average. Then, as before, streamed tokens/s through each forward (adb, 
 same request on the device itself.
 
 hexbuild runs from this checkout installed as a wheel in a venv of its own (benchmarks/wheel.py),
-or --hexbuild checkout.
+or --hexbuild checkout; --revision REV measures that revision instead (installed the same way).
 
 Usage (root): python benchmarks/serve.py [--pairs 7] [--sysroot DIR] [--tokens 2000] [--runs 5]
-                                         [--hexbuild wheel|checkout]
+                                         [--hexbuild wheel|checkout] [--revision REV]
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from hexbuild.serve.openai_http import chat  # noqa: E402
 from tests.infra.devices import free_port, new_device, start_adb_server, start_sshd, stop_sshd  # noqa: E402
 from tests.infra.runner_tools import make_install  # noqa: E402
-from wheel import hexbuild_command  # noqa: E402
+from wheel import hexbuild_command, installed_hexbuild, revision_tree  # noqa: E402
 
 TEST_CACHE = Path(os.environ.get("HEXBUILD_TEST_CACHE") or Path.home() / ".cache" / "hexbuild-tests")
 OPEN_PACKAGE = TEST_CACHE / "open-build" / "llama.cpp-0.3.28" / "pkg-open-linux" / "llama.cpp"
@@ -152,25 +153,31 @@ def qemu_target(cmd: list[str], env: dict[str, str], base: Path, model: Path, sy
     inst = base / "qemu" / "llama.cpp"
     env = dict(env, XDG_CACHE_HOME=str(base / "xdg"), XDG_STATE_HOME=str(base / "state"))
     deploy = [*cmd, "-q", "deploy", str(OPEN_PACKAGE), "--target", f"qemu:{inst}"]
+    daemon = None
     if sysroot:
         env["HEXBUILD_LINUX_SYSROOT"] = sysroot
         run(deploy, env)
-    else:  # the open image's runtime, extracted as a user's first qemu: deploy does
-        import docker
+    else:  # the open image's runtime, extracted as a user's first qemu: deploy does; the engine
+        import docker  # stays up, as a user's does (hexbuild before issue 37 asked it each time)
 
         from tests.infra.docker_engine import engine_for_benchmark
         from tests.infra.real_build import ensure_open_image_on
 
         daemon, host = engine_for_benchmark()
-        try:
-            client = docker.DockerClient(base_url=host, timeout=300)
-            ensure_open_image_on(client, TEST_CACHE)
-            client.close()
-            run(deploy, dict(env, DOCKER_HOST=host))
-        finally:
-            if daemon is not None:
-                daemon.stop()
+        client = docker.DockerClient(base_url=host, timeout=300)
+        ensure_open_image_on(client, TEST_CACHE)
+        client.close()
+        env["DOCKER_HOST"] = host
+        run(deploy, env)
         (sysroot,) = map(str, (base / "xdg" / "hexbuild" / "sysroots").glob("*/aarch64-linux-gnu"))
+    try:
+        return _qemu_pairs(cmd, env, inst, model, sysroot, pairs)
+    finally:
+        if daemon is not None:
+            daemon.stop()
+
+
+def _qemu_pairs(cmd: list[str], env: dict[str, str], inst: Path, model: Path, sysroot: str, pairs: int) -> dict:
     t = Target("qemu", cmd, env, ["--target", f"qemu:{inst}", "--model", model.name], model.parent)
     rec = t.record()
     qemu = shutil.which("qemu-aarch64") or shutil.which("qemu-aarch64-static")
@@ -252,8 +259,13 @@ def main() -> int:
     ap.add_argument("--tokens", type=int, default=2000, help="tokens per streamed answer")
     ap.add_argument("--runs", type=int, default=5, help="streamed answers per way (tokens/s)")
     ap.add_argument("--hexbuild", choices=("wheel", "checkout"), default="wheel")
+    ap.add_argument("--revision", metavar="REV", help="measure that revision of hexbuild instead (installed as a "
+                                                      "wheel), e.g. the one before a change")
     args = ap.parse_args()
     cmd, env = hexbuild_command(args.hexbuild)
+    if args.revision:
+        cmd = [str(installed_hexbuild(revision_tree(args.revision, Path(tempfile.mkdtemp(prefix="hexbuild-rev-")))))]
+        args.hexbuild = f"revision {args.revision}, wheel"
     base = Path(tempfile.mkdtemp(prefix="hexbuild-bench-serve-"))
     server = device = sshd = None
     load0 = os.getloadavg()
