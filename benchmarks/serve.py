@@ -264,7 +264,8 @@ def main() -> int:
     args = ap.parse_args()
     cmd, env = hexbuild_command(args.hexbuild)
     if args.revision:
-        cmd = [str(installed_hexbuild(revision_tree(args.revision, Path(tempfile.mkdtemp(prefix="hexbuild-rev-")))))]
+        with tempfile.TemporaryDirectory(prefix="hexbuild-rev-") as tree:  # needed only to install it
+            cmd = [str(installed_hexbuild(revision_tree(args.revision, Path(tree))))]
         args.hexbuild = f"revision {args.revision}, wheel"
     base = Path(tempfile.mkdtemp(prefix="hexbuild-bench-serve-"))
     server = device = sshd = None
