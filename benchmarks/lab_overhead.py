@@ -3,7 +3,8 @@ duration in LAVA, and against the same job submitted and waited for with plain R
 `lavacli jobs submit` + `jobs wait` do), measured in one run on the test lab.
 
 The lab is the tests' own (tests/infra/lava.py: LAVA 2026.10, PostgreSQL, publisher, scheduler
-and a worker pinging every second, two arm64 trixie boards over SSH under qemu); the job is a
+and a worker pinging every second, two trixie boards over SSH whose AArch64 programs run under
+qemu); the job is a
 real llama-completion of the open-toolchain package (the tests' ``real_linux_package``, built
 once in the test cache) on the tiny model. Per run:
 
@@ -13,7 +14,7 @@ once in the test cache) on the tiny model. Per run:
   seconds until Finished, then `GET /jobs/N/tests/` and `GET /jobs/N/logs/`;
 - LAVA: the job's own start-to-end and its time in the queue; the program on the board.
 
-Usage (root, after HEXBUILD_TEST_LAVA=1 scripts/setup-test-env.sh):
+Usage (root, after scripts/setup-test-env.sh):
     python benchmarks/lab_overhead.py [--runs 3] [--poll 5]
 """
 
@@ -36,7 +37,8 @@ sys.path.insert(0, str(ROOT))
 import requests  # noqa: E402
 
 from tests.infra import lava, lava_chroot  # noqa: E402
-from tests.infra.board import binfmt_aarch64, cache_dir, rootfs_path, start_board  # noqa: E402
+from tests.infra.board import binfmt_aarch64, cache_dir, start_board  # noqa: E402
+from tests.infra.real_build import TREE_VERSION  # noqa: E402
 from tests.infra.tiny_model import write_tiny_gguf  # noqa: E402
 
 PROMPT = "The quick brown fox jumps over the lazy dog"
@@ -114,14 +116,15 @@ def main() -> int:
     ap.add_argument("--poll", type=float, default=5.0, help="seconds between looks, both ways (hexbuild's default: 5)")
     args = ap.parse_args()
     if not lava_chroot.ready():
-        raise SystemExit("no LAVA chroot: run HEXBUILD_TEST_LAVA=1 scripts/setup-test-env.sh first")
-    package = cache_dir() / "open-build" / "llama.cpp-0.3.36" / "pkg-open-linux" / "llama.cpp"
+        raise SystemExit("no LAVA chroot: run scripts/setup-test-env.sh first")
+    package = cache_dir() / "open-build" / f"llama.cpp-{TREE_VERSION}" / "pkg-open-linux" / "llama.cpp"
     if not (package / "bin" / "llama-completion").is_file():
         raise SystemExit(f"no real package at {package}: run the tests once (real_linux_package builds it)")
     with tempfile.TemporaryDirectory(prefix="hexbuild-lab-bench-") as tmp, binfmt_aarch64():
         work = Path(tmp)
         model = write_tiny_gguf(work / "tiny-q4_0.gguf")
-        boards = [start_board(work / f"board{i}", rootfs_path(lava_chroot.BOARD_SUITE), glibc="2.41") for i in (1, 2)]
+        boards = [start_board(work / f"board{i}", lava_chroot.chroot_path(), glibc=lava_chroot.BOARD_GLIBC)
+                  for i in (1, 2)]
         t = time.monotonic()
         lab = lava.start_lab(work / "lab", boards)
         print(f"lab up in {time.monotonic() - t:.1f}s ({lab.url})", file=sys.stderr)

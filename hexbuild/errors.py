@@ -2,7 +2,7 @@
 
 Every failure a user can cause or meet is one of these; the CLI prints ``message`` on one line
 (plus ``hint`` when there is one) and exits with ``exit_code``. Anything else is a bug and exits
-with INTERNAL. The table is documented in the README and tested in tests/test_errors.py.
+with INTERNAL. The table is documented in docs/exit-codes.md and checked against it in tests/test_docs.py.
 """
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ EXIT_CODES: dict[int, str] = {
     VERIFY_FAILED: "verification of the built package failed",
     PACKAGE_FAILED: "packaging failed",
     DEPLOY_FAILED: "deploying to one or more targets failed",
-    REMOTE_FAILED: "a command on a device failed (`run` passes the program's own exit code instead)",
+    REMOTE_FAILED: "a command on a device failed (`run` passes the program's own exit code instead; a program "
+                   "killed by signal N is 128+N, as a shell reports it)",
     PARSE_FAILED: "nothing recognizable in a log or model file",
     WARNINGS_FATAL: "warnings were raised and --strict makes them fatal",
     REGRESSION: "bench compare --fail-below found a regression beyond the noise of the repeats",
@@ -50,8 +51,28 @@ EXIT_CODES: dict[int, str] = {
                       "measured good, or the good one failed the gate",
     LAB_FAILED: "a device lab failed the job: it ended Incomplete or Canceled, no board took it within the queue "
                 "timeout, it ran past its timeout, the lab refused the token or could not be reached",
-    INTERRUPTED: "interrupted (Ctrl-C or SIGTERM); containers and partial files were cleaned up",
+    INTERRUPTED: "interrupted (Ctrl-C or SIGTERM, `serve` included); containers and partial files were "
+                 "cleaned up",
 }
+
+
+def shell_status(code: int) -> int:
+    """A process's status as a shell reports it: ``-N`` (Python's killed-by-signal-N) is 128+N
+    (SIGABRT: 134), so that `run`'s exit code is the one `sh -c PROG` would give, never -N
+    taken modulo 256 (250)."""
+    return 128 - code if code < 0 else code
+
+
+def signal_name(code: int | None) -> str | None:
+    """The signal a shell's status 128+N names (134: SIGABRT), else None."""
+    import signal
+
+    if code is None or not 128 < code < 128 + 65:
+        return None
+    try:
+        return signal.Signals(code - 128).name
+    except ValueError:
+        return None
 
 
 class HexbuildError(Exception):

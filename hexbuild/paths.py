@@ -17,6 +17,23 @@ def state_root() -> Path:
     return Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "hexbuild"
 
 
+def output_mode() -> int:
+    """The mode of a file written for the user (results, logs, charts): what their umask gives a
+    new file, as a file their shell writes (0644 under the usual 022). ``atomic_write``'s default,
+    0600, is for hexbuild's own caches and state. The umask is read from /proc (setting it to
+    read it would race with other threads' files)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return 0o666 & ~int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def atomic_write(path: Path, data: bytes | str, *, mode: int | None = None) -> None:
     """``data`` into ``path`` through a uniquely named file beside it and one rename, so a reader
     (another hexbuild, a test, a crash's survivor) sees the old file or the new one, never a part;

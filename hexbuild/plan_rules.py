@@ -7,14 +7,14 @@ read from that revision's ggml-hexagon.cpp, never from a table of versions.
   repack switch (0.3.20: Q4_0 Q8_0 IQ4_NL MXFP4; 0.3.28 adds Q4_1).
 * row limit: up to the 0.3.28 tree the matmul refuses weights with more rows than
   ``ggml_nrows(src0) > 16 * 1024`` ("typically the lm-head"), which then stay on the CPU; 0 when
-  the tree has no such test (0.3.32 on).
+  the tree has no such test (the 0.3.36 tree).
 * the per-session VA budget knob ``GGML_HEXAGON_VMEM`` (MiB) and its default, where it exists.
 
 The rules travel in the package manifest and the device manifest (``llama_cpp.plan_rules``),
 so a plan for a package or a deployed target needs no checkout. Beside them the manifest keeps
 how the revision names sessions (``llama_cpp.device_selection``, from hexbuild/source.py:
-``GGML_HEXAGON_NDEV``, and from the 0.3.32 tree ``GGML_HEXAGON_DEVICES``), which the rules
-read back from there too.
+``GGML_HEXAGON_NDEV``; the 0.3.36 tree also reads ``GGML_HEXAGON_DEVICES``, which the 0.3.20
+and 0.3.28 trees do not), which the rules read back from there too.
 """
 
 from __future__ import annotations
@@ -56,10 +56,16 @@ class PlanRules:
         return {k: v for k, v in self.to_json().items() if k not in ("origin", "device_selection")}
 
 
-# When plan is given no revision: those of the newest tree hexbuild knows (0.3.36). They count
-# more weights against a session than the older rules, so a plan that fits under them fits.
-ASSUMED = PlanRules(revision=None, repack_types=["IQ4_NL", "MXFP4", "Q4_0", "Q4_1", "Q4_K", "Q5_K", "Q6_K", "Q8_0"],
-                    row_limit=0, vmem=None, origin="assumed")
+# When plan is given no revision: every rule of the newest tree hexbuild knows, as read from it
+# (the llama.cpp of the llama-cpp-python 0.3.36 source distribution; tests/test_plan.py reads that
+# tree and compares): its repacked types, no row limit, its GGML_HEXAGON_VMEM default (3200 MiB)
+# as the budget, and GGML_HEXAGON_DEVICES to name the sessions. The plan says which revision.
+NEWEST_KNOWN = "0c1e570 (llama-cpp-python 0.3.36)"
+ASSUMED = PlanRules(revision="0c1e570",
+                    repack_types=["IQ4_NL", "MXFP4", "Q4_0", "Q4_1", "Q4_K", "Q5_K", "Q6_K", "Q8_0"],
+                    row_limit=0, vmem={"env": VMEM_KNOB, "unit": "MiB", "default_bytes": 3200 * 2 ** 20},
+                    origin="assumed",
+                    device_selection={"ndev_var": "GGML_HEXAGON_NDEV", "devices_var": "GGML_HEXAGON_DEVICES"})
 
 
 def read_rules(root: Path | str, revision: str | None = None) -> PlanRules | None:

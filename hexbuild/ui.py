@@ -58,6 +58,7 @@ class UI:
         self.quiet = False
         self.ci = _ci_provider()
         self.warnings: list[str] = []
+        self.notes: list[str] = []  # facts the user chose (a CPU-only build): said, never counted by --strict
         self.result_emitted = False  # one JSON document per run: an error after a report adds none
         self._github_groups = 0  # open ::group:: sections (GitHub cannot nest them)
 
@@ -111,6 +112,18 @@ class UI:
         else:
             self._line(f"warning: {text}")
 
+    def note(self, text: str) -> None:
+        """A fact worth one line that is no warning (the user chose it): not counted by --strict;
+        kept off stderr by -q, reported in --json as the warnings are."""
+        if text not in self.notes:
+            self.notes.append(text)
+        if self.quiet:
+            return
+        if self.ci == "github":
+            print(f"::notice::{_gh_escape(text)}", file=self._stderr, flush=True)
+        else:
+            self._line(f"note: {text}")
+
     def error(self, text: str, *, hint: str | None = None, file: str | None = None, line: int | None = None,
               col: int | None = None) -> None:
         if self.ci == "github":
@@ -156,9 +169,11 @@ class UI:
     # -- machine output (stdout) -----------------------------------------------------------
     def result(self, data: Any, human: Any = None) -> None:
         """The command's answer: JSON on stdout with --json, else ``human`` (text or a rich
-        renderable, or a callable making one: a table is built only when it is shown) on stdout."""
+        renderable, or a callable making one: a table is built only when it is shown) on stdout.
+        The document carries every warning and note said so far (see ``with_said``)."""
         self.result_emitted = True
         if self.json:
+            data = self.with_said(data)
             sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
             sys.stdout.flush()
             return
@@ -174,6 +189,32 @@ class UI:
 
             Console(file=sys.stdout, highlight=False, soft_wrap=False,
                     force_terminal=None if sys.stdout.isatty() else False).print(human)
+
+    def with_said(self, data: Any) -> Any:
+        """``data`` with every warning said (``warn``) in its ``warnings`` list and every note in
+        ``notes``: one rule for every command, whether or not -q kept them off stderr. A list of
+        results that each keep their own ``warnings`` (deploy's targets) gets in each the ones no
+        result holds (said for them all). A document whose ``warnings`` is a count (verify's,
+        inspect's: their checks list them) keeps it."""
+        def merge(doc: dict, warnings: list[str], notes: list[str]) -> dict:
+            own = doc.get("warnings")
+            if own is not None and not isinstance(own, list):
+                return doc
+            out = dict(doc)
+            out["warnings"] = list(own or []) + [w for w in warnings if w not in (own or [])]
+            if notes or doc.get("notes"):
+                have = doc.get("notes") if isinstance(doc.get("notes"), list) else []
+                out["notes"] = list(have) + [n for n in notes if n not in have]
+            return out
+
+        if isinstance(data, dict):
+            return merge(data, self.warnings, self.notes)
+        if isinstance(data, list) and data and all(isinstance(d, dict) and isinstance(d.get("warnings"), list)
+                                                   for d in data):
+            held = {w for d in data for w in d["warnings"]}  # said as "TARGET: text", kept as "text"
+            shared = [w for w in self.warnings if not any(w == h or w.endswith(f": {h}") for h in held)]
+            return [merge(d, shared, self.notes) for d in data]
+        return data
 
     # -- progress ---------------------------------------------------------------------------
     def progress(self, *, transient: bool = True):

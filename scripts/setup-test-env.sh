@@ -2,13 +2,16 @@
 # Installs what the test suite needs, idempotently: system packages (Docker engine, an image registry, adb/adbd,
 # sshd, clang-19/lld-19 for genuine Hexagon and AArch64 ELF files, debootstrap), the Python
 # package with its test extras, the llama.cpp source trees, LLVM 21 for Hexagon (the toolchain
-# double's compilers, llvm-objdump-21), the open toolchain's and the virtual board's root filesystems.
+# double's compilers, llvm-objdump-21), the open toolchain's and the virtual board's root filesystems,
+# and the LAVA lab's chroot (HEXBUILD_TEST_LAVA=0 leaves it out, for a quick local run).
 # Safe to run again: each step checks before it acts.
+# --beside-tests (scripts/test.sh; --board-beside-tests is the same): the jobs the first tests do not
+# need (the virtual board's root filesystem, the LAVA chroot) are left running beside the suite.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cache="${HEXBUILD_TEST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hexbuild-tests}"
-board_beside=0
-[ "${1:-}" = --board-beside-tests ] && board_beside=1
+beside=0
+case "${1:-}" in --beside-tests|--board-beside-tests) beside=1 ;; esac
 mkdir -p "$cache"
 log() { printf '[setup %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
@@ -34,7 +37,7 @@ have_cmd sshd || [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
 have_cmd clang-19 || missing+=(clang-19)
 have_cmd ld.lld-19 || missing+=(lld-19)
 have_cmd debootstrap || [ -x /usr/sbin/debootstrap ] || missing+=(debootstrap)
-have_cmd unshare || missing+=(util-linux)
+{ have_cmd unshare && have_cmd nsenter; } || missing+=(util-linux)
 have_cmd ssh-keygen || missing+=(openssh-client)
 { have_cmd ip && have_cmd tc; } || missing+=(iproute2)  # shaped USB-like links to virtual phones
 have_cmd llvm-objdump-19 || missing+=(llvm-19)          # Hexagon disassembler for `hexbuild inspect`
@@ -162,22 +165,39 @@ if ! (cd "$here" && HEXBUILD_TEST_CACHE="$cache" python3 -m tests.infra.real_bui
   start_job open-rootfs "open toolchain root filesystem (debootstrap + clang-19, lld-19, llvm-19, cmake, ninja, ccache, AArch64 sysroot)" \
     env -C "$here" HEXBUILD_TEST_CACHE="$cache" python3 -m tests.infra.real_build --rootfs
 fi
+# A job beside the suite (--beside-tests): its pid and, at its end, its exit code in the cache
+# (setup-KEY.pid, setup-KEY.rc); the fixture that needs its result waits on the builder's lock,
+# and scripts/test.sh waits for its end and reports its failure.
+beside_or_job() {  # beside_or_job KEY DESCRIPTION COMMAND...
+  local key=$1 what=$2; shift 2
+  if [ "$beside" = 1 ]; then
+    log "$what, beside the tests (log: $cache/setup-$key.log)"
+    rm -f "$cache/setup-$key.rc"
+    (set +e; "$@" > "$cache/setup-$key.log" 2>&1; echo $? > "$cache/setup-$key.rc") < /dev/null &
+    echo $! > "$cache/setup-$key.pid"
+  else
+    start_job "$key" "$what" "$@"
+  fi
+}
 # --- virtual board root filesystem (Debian bullseye arm64, glibc 2.31) ------
-# With --board-beside-tests (scripts/test.sh) the setup does not wait for it: on a new machine it
-# was the last job running, alone on one core for a minute and a half, while the suite could have
-# started. The board fixture waits on its lock (tests/infra/board.py), test.sh for its end.
+# Beside the suite under scripts/test.sh: on a new machine it was the last job running, alone on
+# one core for a minute and a half, while the suite could have started. The board fixture waits
+# on its lock (tests/infra/board.py).
 if [ ! -e "$cache/board-rootfs-bullseye-arm64/.hexbuild-rootfs-complete" ]; then
   need_root
-  if [ "$board_beside" = 1 ]; then
-    log "building the virtual board's arm64 root filesystem beside the tests (debootstrap under qemu; log: $cache/setup-board-rootfs.log)"
-    rm -f "$cache/setup-board-rootfs.rc"
-    (set +e; env -C "$here" HEXBUILD_TEST_CACHE="$cache" python3 -m tests.infra.board build \
-       > "$cache/setup-board-rootfs.log" 2>&1; echo $? > "$cache/setup-board-rootfs.rc") < /dev/null &
-    echo $! > "$cache/setup-board-rootfs.pid"
-  else
-    start_job board-rootfs "building the virtual board's arm64 root filesystem (debootstrap under qemu, a few minutes)" \
-      env -C "$here" HEXBUILD_TEST_CACHE="$cache" python3 -m tests.infra.board build
-  fi
+  beside_or_job board-rootfs "building the virtual board's arm64 root filesystem (debootstrap under qemu, a few minutes)" \
+    env -C "$here" HEXBUILD_TEST_CACHE="$cache" python3 -m tests.infra.board build
+fi
+# --- a LAVA lab (tests/test_lab.py; HEXBUILD_TEST_LAVA=0 leaves it out) -------
+# LAVA 2026.10 from trixie-backports in a trixie chroot with its database, and the AArch64 runtime
+# its boards run the package with (tests/infra/lava_chroot.py). Beside the suite under
+# scripts/test.sh: tests/test_lab.py comes late in its worker's queue, after the open build, and
+# the lava_lab fixture waits on the chroot's lock.
+if [ "${HEXBUILD_TEST_LAVA:-1}" != 0 ] \
+   && ! (cd "$here" && HEXBUILD_TEST_CACHE="$cache" python3 -m tests.infra.lava_chroot build --check); then
+  need_root
+  beside_or_job lava "building the LAVA lab's chroot (debootstrap trixie, LAVA 2026.10 and its database, minutes, once)" \
+    env -C "$here" HEXBUILD_TEST_CACHE="$cache" python3 -m tests.infra.lava_chroot build
 fi
 wait_jobs
 tools="$(cd "$here" && HEXBUILD_TEST_CACHE="$cache" python3 -c 'from tests.infra.hexagon_tools import tools_dir; print(tools_dir())')"
@@ -186,15 +206,5 @@ if [ "$(readlink /usr/local/bin/llvm-objdump-21 2>/dev/null)" != "$tools/bin/llv
   need_root
   ln -sfn "$tools/bin/llvm-objdump" /usr/local/bin/llvm-objdump-21
   ln -sfn "$tools/bin/llvm-addr2line" /usr/local/bin/llvm-addr2line-21
-fi
-# --- a LAVA lab (opt-in: HEXBUILD_TEST_LAVA=1) -------------------------------
-# LAVA 2026.10 from trixie-backports in a trixie chroot, and a trixie arm64 board (glibc 2.41) for
-# its jobs: several minutes once, so only when the LAVA tests are asked for (tests/test_lab.py).
-if [ "${HEXBUILD_TEST_LAVA:-}" = 1 ] \
-   && ! (cd "$here" && HEXBUILD_TEST_CACHE="$cache" python3 -m tests.infra.lava_chroot build --check); then
-  need_root
-  have_cmd nsenter || { echo "setup-test-env.sh: nsenter (util-linux) is missing" >&2; exit 3; }
-  log "building the LAVA lab: a trixie chroot with LAVA 2026.10, and a trixie arm64 board (minutes, once)"
-  (cd "$here" && HEXBUILD_TEST_CACHE="$cache" python3 -m tests.infra.lava_chroot build) || exit 3
 fi
 log "test environment ready (cache: $cache)"

@@ -34,7 +34,7 @@ def fresh_ui(monkeypatch):
     from hexbuild.ui import _ci_provider, ui
 
     for name, value in (("json", False), ("verbose", 0), ("quiet", False), ("result_emitted", False),
-                        ("warnings", []), ("ci", _ci_provider())):
+                        ("warnings", []), ("notes", []), ("ci", _ci_provider())):
         monkeypatch.setattr(ui, name, value)
     monkeypatch.setattr(state, "config_file", None)
     return ui
@@ -44,7 +44,7 @@ def fresh_ui(monkeypatch):
 # per core (`--dist loadfile --no-loadscope-reorder`: a file stays on one worker, in this order),
 # so a long file started last would leave one worker busy alone at the end. From --durations of
 # a warm run; a file not named here keeps its place after these, and LAST comes after them all.
-FIRST = ("test_release_real", "test_build", "test_release", "test_serve", "test_bisect_real", "test_bisect", "test_deploy",
+FIRST = ("test_release_real", "test_build", "test_release", "test_docs_ci", "test_serve", "test_bisect_real", "test_bisect", "test_deploy",
          "test_deploy_rollback", "test_deploy_lock", "test_serve_real", "test_doctor_device",
          "test_pull", "test_inspect_real", "test_run_device", "test_wire",
          "test_real_linux", "test_build_open", "test_packaging", "test_board")

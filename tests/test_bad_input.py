@@ -1,7 +1,7 @@
 """Bad input users really type, one row per kind: each gives exactly one ``hexbuild: error:``
 line (an optional ``hint:`` after it), the documented exit code, no traceback (and for usage
 errors nothing on stdout), and nothing half-written — the working directory and the phone's /data/local/tmp are the same
-before and after. README.md's "Bad input" table has a row per case here (tests/test_docs.py)."""
+before and after. docs/bad-input.md's table has a row per case here (the last test below)."""
 
 from __future__ import annotations
 
@@ -51,6 +51,22 @@ class Ctx:
         if not p.exists():
             ef.make_package(self.tmp / "pkgs" / tag, os="android", htp=["v68", "v73"])
         return p
+
+    def linux_pkg(self) -> Path:
+        p = self.tmp / "pkgs" / "linux" / "llama.cpp"
+        if not p.exists():
+            ef.make_package(self.tmp / "pkgs" / "linux", os="linux", htp=["v73"])
+        return p
+
+    def local_install(self) -> str:
+        """local:DIR with llama-completion (argv_echo) installed; DIR is watched too."""
+        dest = self.tmp / "local-inst" / "llama.cpp"
+        if not dest.exists():
+            from tests.test_run_device import populate
+
+            populate(f"local:{dest}", str(dest), {"llama-completion": self.request.getfixturevalue("argv_echo")})
+            self.watched.append(dest.parent)
+        return f"local:{dest}"
 
     def installed_phone(self, tools: dict[str, str] | None = None, tree: str = "tree_0_3_36"):
         """A phone with an install whose manifest says the vocabulary of ``tree``'s revision."""
@@ -254,6 +270,23 @@ def _(c):
     return ["deploy", str(pkg), "--target", f"adb:{c.phone().serial}"]
 
 
+@case("release-target-malformed", U, "the port must be a number from 1 to 65535")
+def _(c):
+    """Refused before the dist directory is made: it was left behind, empty."""
+    return ["release", "--prebuilt", str(c.pkg()), "--target", "ssh://root@board.local:70000",
+            "--dist", str(c.work / "dist")]
+
+
+@case("release-prebuilt-of-another-os", U, "the package's manifest says os: linux, not android")
+def _(c):
+    """It was verified as an Android package: two dozen verify failures, none saying why."""
+    from hexbuild.artifacts import write_manifest
+
+    pkg = c.linux_pkg()
+    write_manifest(pkg, {"os": "linux"})
+    return ["release", "--prebuilt", f"android={pkg}", "--dist", str(c.work / "dist")]
+
+
 @case("model-is-a-directory", U, "is a directory, not a model file")
 def _(c):
     (c.tmp / "models.gguf").mkdir()
@@ -264,6 +297,33 @@ def _(c):
 def _(c):
     (c.tmp / "model.gguf").write_bytes(b"<html>404 Not Found</html>\n")
     return ["deploy", str(c.pkg()), "--target", f"adb:{c.phone().serial}", "--model", str(c.tmp / "model.gguf")]
+
+
+def _noise(c) -> str:
+    """A model file that is not one: an HTML error page saved under the model's name."""
+    (c.tmp / "noise.gguf").write_bytes(b"<html>404 Not Found</html>\n")
+    return str(c.tmp / "noise.gguf")
+
+
+@case("chat-model-not-gguf", U, "noise.gguf is not a GGUF file")
+def _(c):
+    return ["chat", "--target", f"local:{c.work}/inst", "--model", _noise(c), "--package", str(c.pkg()), "-p", "hi"]
+
+
+@case("bench-model-not-gguf", U, "noise.gguf is not a GGUF file")
+def _(c):
+    return ["bench", "--target", f"local:{c.work}/inst", "--model", _noise(c), "--out", str(c.work / "bench")]
+
+
+@case("bisect-model-not-gguf", U, "noise.gguf is not a GGUF file")
+def _(c):
+    from tests import bisect_repo as br
+
+    repo = br.new_repo(c.tmp)
+    good, bad = br.git(repo, "rev-parse", "HEAD"), br.touch_readme(repo, "one")
+    c.watched.append(repo)
+    return ["bisect", "--source", str(repo), "--good", good, "--bad", bad, "-t", f"qemu:{c.work}/dev",
+            "--model", _noise(c), "--os", "linux", "--db", str(c.work / "bench.sqlite")]
 
 
 @case("rollback-with-model", U, "--rollback switches installs only")
@@ -295,6 +355,21 @@ def _(c):
     dev = c.installed_phone()
     (c.tmp / "prompt.txt").write_bytes("caf\u00e9 au lait\n".encode("latin-1"))
     return ["run", "completion", "--target", f"adb:{dev.serial}", "--prompt-file", str(c.tmp / "prompt.txt"),
+            "--results-dir", str(c.work / "results")]
+
+
+@case("prompt-file-is-a-directory", U, "prompt file is a directory, not a prompt file")
+def _(c):
+    """On a target that is this machine (local:, qemu:) the path is checked here: it was passed
+    to the program (-f DIR), which ran and left a run log."""
+    (c.tmp / "prompts").mkdir()
+    return ["run", "completion", "--target", c.local_install(), "--prompt-file", str(c.tmp / "prompts"),
+            "--results-dir", str(c.work / "results")]
+
+
+@case("prompt-file-missing", U, "prompt file not found")
+def _(c):
+    return ["run", "completion", "--target", c.local_install(), "--prompt-file", str(c.tmp / "no-such-prompt.txt"),
             "--results-dir", str(c.work / "results")]
 
 
@@ -366,8 +441,9 @@ def _isolated(tmp_path, monkeypatch):
 
 
 # -- device labs ---------------------------------------------------------------------------------------
-def _lab_run(c, *opts: str) -> list[str]:
-    return ["lab", "run", str(c.pkg()), "--device-type", "rb3gen2", "--serve-artifacts", "127.0.0.1:0", *opts]
+def _lab_run(c, *opts: str, pkg: Path | None = None) -> list[str]:
+    return ["lab", "run", str(pkg or c.linux_pkg()), "--device-type", "rb3gen2", "--serve-artifacts", "127.0.0.1:0",
+            *opts]
 
 
 @case("lab-no-token", U, "no lab token: set HEXBUILD_LAB_TOKEN")
@@ -389,10 +465,36 @@ def _(c):
     return _lab_run(c, "--lab", f"http://127.0.0.1:{free_port()}", "--", "completion")
 
 
+@case("lab-android-package", U, "is an Android package: a lab job runs a Linux package's programs")
+def _(c):
+    """Checked before the lab is contacted: with the lab down this was 16 (cannot reach the lab),
+    and its hint named an option lab run does not have (--docker-image)."""
+    from tests.infra.devices import free_port
+
+    c.env["HEXBUILD_LAB_TOKEN"] = "0123456789abcdef"
+    return _lab_run(c, "--lab", f"http://127.0.0.1:{free_port()}", "--", "completion", pkg=c.pkg())
+
+
 @case("lab-runs-what", U, "a lab job runs completion, bench, test ops or test ppl")
 def _(c):
     c.env["HEXBUILD_LAB_TOKEN"] = "0123456789abcdef"
     return _lab_run(c, "--lab", "http://127.0.0.1:9", "--", "frobnicate")
+
+
+@case("lab-timeout-too-short", U, "--timeout 89 is too short for a lab job: the minimum is 90 s")
+def _(c):
+    from tests.infra.devices import free_port
+
+    c.env["HEXBUILD_LAB_TOKEN"] = "0123456789abcdef"
+    return _lab_run(c, "--lab", f"http://127.0.0.1:{free_port()}", "--timeout", "89", "--", "completion")
+
+
+@case("lab-model-not-gguf", U, "noise.gguf is not a GGUF file")
+def _(c):
+    from tests.infra.devices import free_port
+
+    c.env["HEXBUILD_LAB_TOKEN"] = "0123456789abcdef"
+    return _lab_run(c, "--lab", f"http://127.0.0.1:{free_port()}", "--model", _noise(c), "--", "completion")
 
 
 def test_there_are_at_least_25_kinds():
@@ -417,6 +519,8 @@ def test_bad_input(c: Case, cli, tmp_path, monkeypatch, request):
     assert "Traceback" not in r.err + r.out
     if c.code == U:  # refused before anything ran; later failures may have printed a result table or program output
         assert r.out == ""
+        # checked before any work: its error and hint are all it prints (no progress, no summary)
+        assert errs == [0], (c.kind, r.err)
     assert time.monotonic() - t0 < 60
     if ctx.keeps:
         kept = sorted((ctx.work / ctx.keeps).iterdir())
@@ -427,9 +531,9 @@ def test_bad_input(c: Case, cli, tmp_path, monkeypatch, request):
     assert after == before, f"{c.kind}: something was written"
 
 
-def test_the_readme_table_has_a_row_per_case_with_its_exit_code():
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text("utf-8")
-    section = readme.split("### Bad input", 1)[1].split("\n#", 1)[0]
+def test_the_docs_table_has_a_row_per_case_with_its_exit_code():
+    page = (Path(__file__).resolve().parent.parent / "docs" / "bad-input.md").read_text("utf-8")
+    section = page.split("# Bad input", 1)[1].split("\n#", 1)[0]
     rows = {}
     for line in section.splitlines():
         cells = [x.strip() for x in line.strip().strip("|").split("|")]

@@ -166,3 +166,22 @@ def test_bench_needs_a_model_and_a_target(cli, tmp_path, bench_install):
     assert r.rc == 2 and "no model" in r.err
     r = cli("bench", "--model", "a.gguf")
     assert r.rc == 2 and "no target" in r.err
+
+
+def test_results_are_written_as_the_users_files(cli, tmp_path, bench_install):
+    """bench's results (JSON, CSV, markdown, chart) and its run logs get the mode a file the user
+    writes gets (the umask's: 0644 under 022); they were 0600, hexbuild's private-state mode."""
+    import os
+    import stat
+
+    inst, models = bench_install
+    old = os.umask(0o022)
+    try:
+        r = cli("--json", "bench", "-t", f"local:{inst}", "--model", "a.gguf", "--out", str(tmp_path / "out"),
+                "--models-dir", str(models), "--db", "")
+    finally:
+        os.umask(old)
+    assert r.rc == 0, r.err
+    files = [p for p in (tmp_path / "out").rglob("*") if p.is_file()]
+    assert {p.name for p in files} >= {"results.json", "results.csv", "results.md", "results.png"}
+    assert {p.name: oct(stat.S_IMODE(p.stat().st_mode)) for p in files} == {p.name: "0o644" for p in files}

@@ -148,3 +148,28 @@ def test_the_gate_holds_without_the_chart_extra(cli, tmp_path, builds, monkeypat
     assert "no chart: charts need matplotlib" in r.err and "hexbuild[chart]" in r.err
     assert not (out / "compare.png").exists() and (out / "compare.json").is_file()
     assert "chart" not in r.json["error"]["details"]["result"]["files"]
+
+
+def test_by_decides_the_pairing(cli, tmp_path, builds):
+    """Two runs that share their tests and differ only in threads (what --by leaves out) are
+    compared by --by's keys: each side's configurations averaged. They were refused ('share no
+    test'), and the hint to narrow --by could not help: pairing used the whole configuration."""
+    db = tmp_path / "h.sqlite"
+    for inst, threads, out in ((builds["base"], "2", "base"), (builds["slow"], "4", "slow")):
+        r = cli("--json", "bench", "-t", f"local:{inst}", "--model", "a.gguf", "--threads", threads, "--repeat", "3",
+                "--out", str(tmp_path / out), "--models-dir", str(builds["models"]), "--db", str(db))
+        assert r.rc == 0, r.err
+    r = cli("--json", "bench", "compare", "--db", str(db), "--baseline", str(tmp_path / "base"),
+            "--candidate", str(tmp_path / "slow"), "--by", "model,test", "--out", str(tmp_path / "cmp"))
+    assert r.rc == 0, r.err
+    rows = {row["test"]: row for row in r.json["rows"]}
+    assert set(rows) == {"pp512", "tg128"}
+    # the fake's t/s grow with threads (+2) and the candidate runs at 0.9x: the ratio says both
+    from tests.test_bench import expected_ts
+
+    for test, kind in (("pp512", "prompt"), ("tg128", "eval")):
+        want = 0.9 * expected_ts(kind, 1, 1024, 4, 1.0) / expected_ts(kind, 1, 1024, 2, 1.0)
+        assert rows[test]["ratio"] == pytest.approx(want, rel=0.03), (test, rows[test])
+    r = cli("--json", "bench", "compare", "--db", str(db), "--baseline", str(tmp_path / "base"),
+            "--candidate", str(tmp_path / "slow"), "--out", str(tmp_path / "cmp2"))
+    assert r.rc == errors.USAGE and "share no" in r.json["error"]["message"]  # every key: still nothing in common

@@ -47,7 +47,7 @@ def test_config_show_sources(cli, tmp_path):
 
 
 # The table of bad inputs (one line, the documented exit code, nothing half-written) is
-# tests/test_bad_input.py, one row per kind, mirrored in README.md.
+# tests/test_bad_input.py, one row per kind, mirrored in docs/bad-input.md.
 
 
 def test_bad_input_json_error_object(cli, tmp_path):
@@ -129,3 +129,47 @@ def test_the_exit_skips_collecting_what_start_up_made(tmp_path):
     assert cp.returncode == 0, cp.stderr[-500:]
     assert "FROZEN True" in cp.stderr, cp.stderr[-500:]
     assert cp.stdout.strip() == '{"version": "%s"}' % __version__
+
+
+def test_every_warning_and_note_is_in_the_json_document(cli, tmp_path, argv_echo):
+    """One rule: every warning said goes into the --json document's `warnings`, every note into
+    its `notes`; -q only keeps them off stderr. A package without the Hexagon host library and
+    no build saying why gets the CPU-only warning: deploy's per-target results list it, and run's
+    document has a `warnings` list (it had none); one built with the open toolchain gets a note."""
+    from hexbuild.artifacts import write_manifest
+
+    for meta, said in (({}, "warnings"), ({"toolchain": "open", "lacks": ["htp"]}, "notes")):
+        pkg = tmp_path / said / "llama.cpp"
+        (pkg / "bin").mkdir(parents=True)
+        (pkg / "lib").mkdir()
+        (pkg / "bin" / "llama-completion").write_bytes(argv_echo.read_bytes())
+        (pkg / "bin" / "llama-completion").chmod(0o755)
+        (pkg / "lib" / "libggml-cpu.so").write_bytes(b"cpu\n")
+        write_manifest(pkg, {"os": "linux", **meta})
+        spec = f"local:{tmp_path / said / 'inst'}"
+        for quiet in ([], ["-q"]):
+            r = cli("--json", *quiet, "deploy", str(pkg), "-t", spec)
+            assert r.rc == 0, r.err
+            (result,) = r.json
+            assert any("runs on the CPU only" in w for w in result.get(said) or []), result
+            assert ("runs on the CPU only" in r.err) is not bool(quiet)
+            r = cli("--json", *quiet, "run", "completion", "-t", spec, "--results-dir", str(tmp_path / "res"))
+            assert r.rc == 0, r.err
+            assert isinstance(r.json["warnings"], list) and any("runs on the CPU only" in w for w in r.json[said])
+            assert ("runs on the CPU only" in r.err) is not bool(quiet)
+        if said == "notes":  # a note is no warning: --strict does not count it
+            assert not any("runs on the CPU only" in w for w in r.json["warnings"])
+
+
+def test_verbose_is_a_counted_flag_and_its_help_says_so(cli):
+    """-v is repeated (-vv), not given a number: its help showed '-v <int> [default: 0]', and
+    the --verbose 2 it suggested was refused."""
+    for argv in (["--help"], ["run", "--help"], ["deploy", "--help"]):
+        r = cli(*argv)
+        line = next(ln for ln in r.out.splitlines() if "--verbose" in ln)
+        assert "<int>" not in line and "INTEGER" not in line and "-vv" in r.out, line
+        assert "[default: 0]" not in r.out.split("--verbose", 1)[1].split("--quiet", 1)[0]
+    from hexbuild.ui import ui
+
+    r = cli("-vv", "config", "show")
+    assert r.rc == 0 and ui.verbose == 2

@@ -223,7 +223,7 @@ def test_write_error_mid_file_leaves_no_partial_file(big_pkg, tmp_path):
 def test_package_with_damaged_manifest_fails_cleanly(pkg, tmp_path, cli):
     (pkg / "manifest.json").write_text("{not json")
     r = cli("package", str(pkg), "-o", str(tmp_path / "x.tar.gz"))
-    assert r.rc == 2 and not (tmp_path / "x.tar.gz").exists()  # README's row package-manifest-truncated
+    assert r.rc == 2 and not (tmp_path / "x.tar.gz").exists()  # docs/bad-input.md's row package-manifest-truncated
     lines = error_lines(r.err)
     assert len(lines) == 1 and "the package's manifest.json is damaged" in lines[0]
     assert cli("verify", str(pkg)).rc == 2  # one rule: verify does not guess the package's OS either

@@ -91,6 +91,7 @@ def test_a_held_lock_fails_a_second_deploy_naming_the_holder(phone, tmp_path, cl
     assert r.rc == DEPLOY_FAILED, r.err
     line = next(ln for ln in r.err.splitlines() if ln.startswith("hexbuild: error:"))
     assert "another deploy holds" in line and f"host {socket.gethostname()} pid {os.getpid()}" in line, r.err
+    assert line.count(phone.serial) == 1, line  # the target once (it was named twice: SERIAL: adb:SERIAL:)
     assert 1 <= took < 8 and "waiting for another deploy" in r.err
     assert not (phone.tmp / "llama.cpp").exists()  # nothing was written
     assert [p.name for p in phone.tmp.iterdir()] == []  # and the lock went with its holder

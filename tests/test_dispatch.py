@@ -170,6 +170,38 @@ def test_run_fails_with_the_backends_reason(cli, tmp_path, failing_npu):
     assert saved["dispatch"]["fallback_reason"] == d["fallback_reason"]
 
 
+@pytest.mark.parametrize("kind, check", [("qemu", "npu"), ("local", "fastrpc:library")])
+def test_no_fastrpc_says_cause_and_fix_and_a_check_the_target_has(cli, tmp_path, monkeypatch, kind, check):
+    """Without FastRPC the real backend cannot load libcdsprpc.so (its line, recorded from the
+    real 0.3.28 build on qemu:) and llama.cpp refuses --device: exit 12 with the cause and the fix
+    on stderr (they were only in the JSON), pointing to a `doctor` check that target has: on qemu:
+    its npu check (doctor runs no FastRPC check there), elsewhere fastrpc:library."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("HEXBUILD_LINUX_SYSROOT", "/usr/aarch64-linux-gnu")
+    recorded = (Path(__file__).parent / "data" / "explain" / "real-board-0.3.28.log").read_text().strip()
+    program = tmp_path / "no-fastrpc.sh"
+    program.write_text(f"#!/bin/sh\necho '{recorded}' >&2\necho 'error: invalid device: HTP0' >&2\nexit 1\n")
+    program.chmod(0o755)
+    dest = str(tmp_path / "inst")
+    spec = f"{kind}:{dest}"
+    populate(spec, dest, {"llama-completion": program},
+             manifest={"os": "linux", "files": [{"path": "lib/libggml-hexagon.so"}, {"path": "bin/llama-completion"}]})
+    r = cli("--json", "run", "completion", "-t", spec, "--model", "m.gguf", "--results-dir", str(tmp_path / "res"))
+    assert r.rc == errors.CPU_FALLBACK, r.err
+    error = [l for l in r.err.splitlines() if l.startswith("hexbuild: error:")]
+    hint = [l for l in r.err.splitlines() if l.startswith("hint:")]
+    assert len(error) == len(hint) == 1 and "failed to load libcdsprpc.so" in error[0]
+    assert "the FastRPC library the backend dlopens" in hint[0]  # the cause
+    assert "; fix: " in hint[0] and f"hexbuild doctor --target {spec} ({check})" in hint[0]
+    diagnosis = first_json(r.out)["diagnosis"]
+    assert diagnosis["checks"] == [check] and diagnosis["fix"] in hint[0]
+    doctor = cli("--json", "doctor", "--target", spec)
+    names = [c["name"] for c in doctor.json["checks"]]
+    assert f"device:{check}" in names, names  # the check named is one doctor runs there
+    explained = cli("--json", "explain", first_json(r.out)["log"], "--target", spec)
+    assert explained.rc == 0 and explained.json["checks"] == [check] and explained.json["facts"], explained.err
+
+
 def test_allow_cpu_fallback_warns(cli, tmp_path, failing_npu):
     spec, _ = install(tmp_path, npu_program(tmp_path, failing_npu))
     r = cli("run", "completion", "-t", spec, "--allow-cpu-fallback", "--results-dir", str(tmp_path / "res"))

@@ -5,13 +5,15 @@ line (README, docs/**/*.md, docs/ci/*.yml) names real commands and options.
 The checker itself (tests/doccheck.py) is tested here too, so that a broken checker cannot
 pass everything."""
 
+import re
 from pathlib import Path
 
 import pytest
 import yaml
 
 from hexbuild.config import OPTIONS
-from tests import doccheck
+from hexbuild.errors import EXIT_CODES
+from tests import doccheck, docpages
 
 REPO = Path(__file__).resolve().parent.parent
 MARKDOWN = sorted([REPO / "README.md", *(REPO / "docs").rglob("*.md")])
@@ -46,6 +48,73 @@ def test_markdown_toml_blocks_load(path, tmp_path):
 def test_markdown_commands_exist(path, cli_root):
     invocations = doccheck.markdown_invocations(path.read_text(), rel(path))
     assert doccheck.check_invocations(invocations, cli_root) == []
+
+
+def test_readme_is_short_and_keeps_the_test_command():
+    """The README says what hexbuild is, how to set up and the main workflows; the reference is
+    under docs/. Its test command is the one CI runs."""
+    text = (REPO / "README.md").read_text()
+    assert len(text.splitlines()) <= 300
+    shell = [b.text for b in doccheck.fenced_blocks(text) if b.lang in doccheck.SHELL_LANGS]
+    assert any(line.strip() == "scripts/test.sh" for block in shell for line in block.splitlines())
+    assert "exec bash scripts/test.sh" in (REPO / ".ci" / "run").read_text()
+    for heading in ("## A phone on the desk", "## A CI release pipeline", "## No phone at all"):
+        assert heading in text
+
+
+# -- the command reference -----------------------------------------------------------------------
+COMMAND_PAGES = sorted(p for p in (REPO / "docs" / "commands").glob("*.md") if p.name != "README.md")
+
+
+def test_every_command_has_its_page_and_every_option_its_row(cli_root):
+    pages = [docpages.read_page(p, cli_root) for p in COMMAND_PAGES]
+    assert docpages.check_page_options(pages, cli_root) == []
+    # one page per command the user types, named after it
+    top = {path[0] for path, _ in docpages.commands(cli_root)}
+    assert {p.stem for p in COMMAND_PAGES} >= top
+    for page in pages:
+        assert page.sections and page.sections[0].level == 1 and page.sections[0].command, page.path.name
+        assert page.sections[0].command[0] == page.path.stem
+
+
+def test_the_option_check_can_fail(cli_root, tmp_path):
+    page = tmp_path / "package.md"
+    good = ("# `hexbuild package PKG`\n\n| option | setting | meaning |\n|---|---|---|\n"
+            "| `-o`, `--output FILE` | | x |\n| `--os OS` | `build.os` | y |\n")
+    page.write_text(good)
+    pkg = [p for p, _ in docpages.commands(cli_root) if p == ("package",)]
+    assert pkg and not [x for x in docpages.check_page_options([docpages.read_page(page, cli_root)], cli_root)
+                        if x.startswith("package.md")]
+    page.write_text(good.replace("| `--os OS` | `build.os` | y |\n", "| `--flavour X` | | z |\n"))
+    problems = docpages.check_page_options([docpages.read_page(page, cli_root)], cli_root)
+    assert "package.md: hexbuild package: options not on its page: --os" in problems
+    assert "package.md: hexbuild package: the page lists options it does not have: --flavour" in problems
+    page.write_text(good.replace("# `hexbuild package PKG`", "# Packaging"))
+    assert "hexbuild package: no page has a heading naming it" in \
+        docpages.check_page_options([docpages.read_page(page, cli_root)], cli_root)
+
+
+def test_exit_codes_page_lists_every_code():
+    text = (REPO / "docs" / "exit-codes.md").read_text()
+    listed = {int(m) for m in re.findall(r"^\| (\d+) \|", text, re.M)}
+    assert listed == set(EXIT_CODES)
+
+
+def test_configuration_page_lists_every_setting():
+    text = (REPO / "docs" / "configuration.md").read_text()
+    listed = set(re.findall(r"^\| `([a-z_.]+)` \| `HEXBUILD_", text, re.M))
+    assert listed == set(OPTIONS)
+
+
+@pytest.mark.parametrize("path", MARKDOWN, ids=rel)
+def test_relative_links_resolve(path, cli_root):
+    assert docpages.check_links(path, cli_root) == []
+
+
+def test_link_check_can_fail(cli_root, tmp_path):
+    (tmp_path / "a.md").write_text("# Title `x`\n\n[ok](#title-x) [no](#nope) [gone](b.md) [web](https://x.org/y)\n")
+    assert docpages.check_links(tmp_path / "a.md", cli_root) == ["a.md:3: #nope: no heading #nope",
+                                                                  "a.md:3: b.md: no such file"]
 
 
 def test_readme_shows_commands_and_config():

@@ -313,7 +313,7 @@ def test_qemu_passes_a_cpu_only_package_and_takes_sysroot(cli, tmp_path):
     assert r.rc == 0, r.err
     checks = device_checks(r)
     assert checks["emulator"]["status"] == "ok" and SYSROOT in checks["emulator"]["detail"]
-    assert checks["npu"]["status"] == "ok" and "CPU only" in checks["npu"]["detail"]
+    assert checks["npu"]["status"] == "info" and "CPU only" in checks["npu"]["detail"]  # as the README's table says
     assert not set(NPU_CHECKS) & set(checks)  # they would only probe this machine
     assert checks["glibc"]["status"] in ("ok", "info") and "sysroot" in checks["glibc"]["detail"]
     assert r.json["device"]["kind"] == "qemu"

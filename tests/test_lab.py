@@ -1,7 +1,7 @@
 """`hexbuild lab` against a real LAVA 2026.10 (server, scheduler, worker: tests/infra/lava.py) whose
-boards are virtual arm64 trixie boards over SSH, running the real open-toolchain package
-(``real_linux_package``) on a tiny real model. Opt-in: HEXBUILD_TEST_LAVA=1 scripts/test.sh
-(the fixture skips otherwise).
+boards are virtual trixie boards over SSH (their AArch64 programs under qemu), running the real open-toolchain package
+(``real_linux_package``) on a tiny real model. They run by default; HEXBUILD_TEST_LAVA=0
+scripts/test.sh leaves them out for a quick local run (the fixture skips, saying so).
 
 Every job here is a real LAVA job: validated, scheduled, deployed over SSH/SFTP, its test shell
 run on the board, its results and log read back over REST v0.2."""
@@ -24,7 +24,9 @@ import requests
 
 
 PROMPT = "The quick brown fox jumps over the lazy dog"
-RUN_KEYS = {"target", "tool", "argv", "env", "cwd", "exit_code", "duration_s", "log", "results", "dispatch", "roofline"}
+# hexbuild run's document; the open toolchain's package adds the note that it runs on the CPU only
+RUN_KEYS = {"target", "tool", "argv", "env", "cwd", "exit_code", "duration_s", "log", "results", "dispatch", "roofline",
+            "warnings", "notes"}
 
 
 @pytest.fixture
@@ -72,6 +74,7 @@ def test_a_completion_job_is_the_document_of_hexbuild_run(cli, lab, tmp_path, re
     perf = doc["results"]["perf"]
     assert perf["eval"]["runs"] == 15 and perf["eval"]["tokens_per_second"] > 0
     assert doc["dispatch"]["cpu_only"] is True  # the open toolchain's package has no NPU libraries
+    assert [n for n in doc["notes"] if "runs on the CPU only" in n] and doc["warnings"] == []  # a note: chosen
     # the lab's own record of it: one test case, the exit code its measurement
     cases = {c["name"]: c for c in api(lab, f"jobs/{job['id']}/tests/?limit=200")["results"]}
     assert cases["run"]["result"] == "pass" and float(cases["run"]["measurement"]) == 0
@@ -144,6 +147,30 @@ def test_a_refused_token_is_one_line_and_16(cli, lab, tmp_path, real_linux_packa
     lines = [l for l in r.err.splitlines() if l.startswith(("hexbuild: error:", "hint:"))]
     assert len(lines) == 2 and "the token was refused" in lines[0] and "Traceback" not in r.err
     assert lab.token not in r.err
+
+
+@pytest.mark.parametrize("timeout", [90, 119, 300, 3600, 86400])
+def test_the_lab_validates_the_job_of_every_timeout_the_cli_accepts(lab, timeout):
+    """Issue 38: `--timeout 90` made a job whose connection timeout (2 minutes) LAVA refused."""
+    from hexbuild.lab import definition
+    from hexbuild.lab.client import LavaClient
+
+    spec = definition.JobSpec(device_type="ssh", artifact_url=f"{lab.url}/nowhere.tar", name="timeouts",
+                              timeout_s=timeout)
+    assert LavaClient(lab.url, lab.token).validate(definition.dump(definition.board_job(spec))) is None
+
+
+def test_a_job_at_the_shortest_timeout_runs(cli, lab, tmp_path, real_linux_package, tiny_gguf):
+    """The minimum (90 s: 30 s each for the deploy, the boot and the test) is enough for a job."""
+    r = lab_run(cli, tmp_path, real_linux_package, "completion", "-n", "4",
+                extra_opts=["--model", str(tiny_gguf), "--timeout", "90"])
+    assert r.rc == 0, r.err
+    job = api(lab, f"jobs/{r.json['job']['id']}/")
+    assert job["health"] == "Complete"
+    import yaml
+
+    timeouts = yaml.safe_load(job["definition"])["timeouts"]  # the job as LAVA keeps it
+    assert timeouts["job"] == {"seconds": 90} and timeouts["connection"] == {"seconds": 30}
 
 
 def test_a_job_no_board_takes_hits_the_queue_timeout(cli, lab, tmp_path, real_linux_package):

@@ -4,7 +4,7 @@ board), the output read back as the job's log, and the local command's document 
 
 The programs are stand-ins built here (argv_echo, fake_llama_bench.sh), and LAVA's
 ``lava-test-case`` is a script that prints LAVA's own signal line; the same jobs run on a real
-LAVA server in tests/test_lab.py (opt-in)."""
+LAVA server in tests/test_lab.py (by default: HEXBUILD_TEST_LAVA=0 opts out)."""
 
 from __future__ import annotations
 
@@ -85,6 +85,60 @@ def run_job(tmp_path: Path, req: lab_plan.LabRequest, *, exit_code: int = 0):
     tests = [{"name": n, "result": r, "measurement": m, "unit": u, "metadata": f"definition: 0_hexbuild\ncase: {n}\n"}
              for n, r, m, u in (line.split("\t") for line in cases.read_text().splitlines())] if cases.exists() else []
     return request, log, tests, jobdir
+
+
+def lava_timeout_problems(job: dict) -> list[str]:
+    """LAVA's own rule (lava_common's check_job_timeouts): timeouts.action, timeouts.connection
+    and every action's timeout at most the job's; a problem is named as LAVA names it."""
+    def seconds(t: dict) -> int:
+        return t.get("days", 0) * 86400 + t.get("hours", 0) * 3600 + t.get("minutes", 0) * 60 + t.get("seconds", 0)
+
+    limit = seconds(job["timeouts"]["job"])
+    problems = [f"Global timeout is larger than job timeout @ ['timeouts', '{k}']"
+                for k in ("action", "connection") if k in job["timeouts"] and seconds(job["timeouts"][k]) > limit]
+    for i, action in enumerate(job["actions"]):
+        (kind, body), = action.items()
+        if "timeout" in body and seconds(body["timeout"]) > limit:
+            problems.append(f"{kind.capitalize()} timeout is larger than job timeout @ ['actions', {i}]")
+    return problems
+
+
+@pytest.mark.parametrize("timeout", [90, 90.5, 91, 119, 120, 179, 300, 599, 1800, 3600, 7200, 86400])
+def test_every_timeout_the_cli_accepts_makes_a_job_lava_validates(timeout):
+    """`lab run --timeout S`: the connection, deploy, boot and test timeouts are shared out of the
+    job's (issue 38: --timeout 90 gave a connection timeout of 2 minutes, which LAVA refused)."""
+    from hexbuild.lab import definition
+
+    spec = definition.JobSpec(device_type="rb3gen2", artifact_url="http://x/t.tar.gz", name="t", timeout_s=timeout)
+    job = json.loads(definition.dump(definition.board_job(spec)))
+    assert lava_timeout_problems(job) == []
+    stages = [a[k]["timeout"]["seconds"] for a in job["actions"] for k in a]
+    assert sum(stages) == int(timeout) and min(stages) >= definition.STAGE_MIN_S
+    assert job["timeouts"]["job"] == {"seconds": int(timeout)}
+    if timeout >= 3600:  # a long job keeps the stages' own limits
+        assert stages[:2] == [600, 300] and job["timeouts"]["connection"] == {"seconds": 120}
+
+
+def test_a_timeout_too_short_to_share_is_refused_before_anything_is_sent(cli, tmp_path, package, monkeypatch):
+    monkeypatch.setenv("HEXBUILD_LAB_TOKEN", "0123456789abcdef")
+    r = cli("lab", "run", str(package), "--lab", "http://127.0.0.1:9", "--device-type", "rb3gen2",
+            "--serve-artifacts", "127.0.0.1:0", "--timeout", "60", "--", "completion")
+    assert r.rc == errors.USAGE and r.out == ""
+    assert r.err.splitlines() == ["hexbuild: error: --timeout 60 is too short for a lab job: the minimum is 90 s "
+                                  "(30 s each for LAVA's deploy, boot and test)"]
+    assert not (tmp_path / "hexbuild-results").exists()
+
+
+def test_the_lava_tests_run_unless_the_run_opts_out():
+    """tests/test_lab.py runs by default, in scripts/test.sh and so in CI (issue 38: it was opt-in
+    and never ran there); it skips only when opted out or where a lab cannot run."""
+    from tests.infra.lava import skip_reason
+
+    assert skip_reason({}, euid=0) is None and skip_reason({"HEXBUILD_TEST_LAVA": "1"}, euid=0) is None
+    assert "opted out (HEXBUILD_TEST_LAVA=0)" in skip_reason({"HEXBUILD_TEST_LAVA": "0"}, euid=0)
+    assert "needs root" in skip_reason({}, euid=1000)
+    setup = (Path(__file__).resolve().parent.parent / "scripts" / "setup-test-env.sh").read_text()
+    assert '"${HEXBUILD_TEST_LAVA:-1}" != 0' in setup  # the setup builds the lab's chroot unless told not to
 
 
 def test_words_are_quoted_around_the_job_directory():
@@ -254,10 +308,28 @@ def test_publish_runs_the_command_without_a_shell(tmp_path):
         bundle.publish(f, "true", "https://x/{bucket}")
 
 
-def test_an_android_package_is_not_a_board_job(tmp_path, package):
+def test_an_android_package_is_not_a_board_job(tmp_path, package, cli):
+    """Refused from its manifest before the lab is contacted, with a hint naming only what exists
+    (it named --docker-image, which lab run does not have: 'No such option')."""
+    import tarfile
+
     (package / "manifest.json").write_text(json.dumps({"os": "android"}))
-    with pytest.raises(UsageError, match="Android package"):
+    with pytest.raises(UsageError, match="Android package") as e:
         lab_plan.plan(lab_plan.LabRequest(kind="completion", package=package), "lava:ssh")
+    tarball = tmp_path / "android.tar.gz"
+    with tarfile.open(tarball, "w:gz") as tar:
+        tar.add(package, arcname="llama.cpp")
+    for where in (package, tarball):
+        with pytest.raises(UsageError, match="Android package") as early:
+            lab_plan.check_package(where)
+        assert early.value.hint == e.value.hint
+    import re
+
+    from hexbuild.cli.main import build_cli
+    from tests import doccheck
+
+    named = re.findall(r"hexbuild ([^()]+)", e.value.hint)
+    assert len(named) == 2 and all(doccheck.check_argv(build_cli(), c.split()) == [] for c in named), named
 
 
 def test_a_model_that_is_nowhere_is_refused(tmp_path, package):

@@ -145,3 +145,26 @@ def test_real_llama_bench_through_hexbuild_bench_on_qemu(cli, qemu_env, tmp_path
     tests = {row["test"]: row for row in r.json["results"]}
     assert set(tests) == {"pp16", "tg4"} and all(row["median_ts"] > 0 for row in tests.values())
     assert r.json["db_rows"] == 2
+
+
+def test_real_llama_bench_on_qemu_takes_the_targets_defaults(cli, qemu_env, tmp_path, real_linux_package, tiny_gguf):
+    """Without --threads, bench on qemu: runs the real llama-bench with this machine's cores and
+    no --poll (a CPU-only package), as run does (runner/defaults.py); it used a phone's -t 6
+    --poll 1000 and measured 250x too slow. The package is said to be CPU only, once, and the
+    table shows CPU, not 'ndev 1'."""
+    import json
+    import os
+
+    cores = len(os.sched_getaffinity(0))
+    spec = f"qemu:{tmp_path}/inst"
+    assert cli("deploy", str(real_linux_package), "--target", spec).rc == 0
+    common = ["-t", spec, "--model", tiny_gguf.name, "--models-dir", str(tiny_gguf.parent)]
+    r = cli("--json", "bench", *common, "--out", str(tmp_path / "out"), "--db", "", "--", "-p", "16", "-n", "4", "-r", "1")
+    assert r.rc == 0, r.err
+    (run,) = json.loads((tmp_path / "out" / "results.json").read_text())["runs"]
+    assert run["argv"][run["argv"].index("-t") + 1] == str(cores) and "--poll" not in run["argv"]
+    assert {row["n_threads"] for row in r.json["results"]} == {cores} and {row["ndev"] for row in r.json["results"]} == {0}
+    assert "| CPU |" in (tmp_path / "out" / "results.md").read_text()
+    assert sum("runs on the CPU only" in line for line in r.err.splitlines()) == 1
+    printed = cli("--json", "run", "completion", "--print", *common)
+    assert printed.json["argv"][printed.json["argv"].index("-t") + 1] == str(cores)  # run renders the same

@@ -1,5 +1,5 @@
 """One reader, one rule for a package's manifest.json (artifacts/manifest.py): every command that
-reads one answers a damaged manifest and one from a newer hexbuild alike, with the README's
+reads one answers a damaged manifest and one from a newer hexbuild alike, with docs/bad-input.md's
 bad-input rows (package-manifest-truncated, package-manifest-newer: exit 2), and writes nothing.
 And the model rows for ``plan --model``: a directory, a file that is not GGUF (exit 2)."""
 

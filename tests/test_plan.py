@@ -371,7 +371,7 @@ def test_cli_json(gpt_oss, cli, tree_0_3_28):
 def test_cli_human(gpt_oss, cli):
     rc, out, err = run_cli(cli, "plan", "-m", str(gpt_oss), "--ndev", "4", "--htp-row-limit", "16384")
     assert rc == 0, err
-    assert "GGML_HEXAGON_NDEV=4 llama-cli -m gpt-oss-20b-Q4_0.gguf" in out
+    assert "GGML_HEXAGON_DEVICES=4 llama-cli -m gpt-oss-20b-Q4_0.gguf" in out  # the newest rules name them so
     assert "--tensor-split 11,12,12,15" in out  # on one line: the command is never wrapped
     assert "2505.94" in out and "2923.59" in out
 
@@ -404,7 +404,7 @@ def test_not_a_gguf(tmp_path, cli):
     bogus = tmp_path / "model.gguf"
     bogus.write_text("this is not a model\n")
     rc, out, err = run_cli(cli, "plan", "--model", str(bogus), "--json")
-    assert rc == errors.USAGE  # README's bad-input row model-not-gguf
+    assert rc == errors.USAGE  # docs/bad-input.md's row model-not-gguf
     assert json.loads(out)["error"]["message"].endswith("is not a GGUF file (it starts with b'this', not b'GGUF')")
     rc, out, err = run_cli(cli, "plan", "--model", str(tmp_path / "missing.gguf"))
     assert rc == errors.USAGE and "model file not found" in err
@@ -565,14 +565,33 @@ def test_the_budget_is_the_revisions_own_figure(k_quant_model, cli, tree_0_3_20,
     assert plan["rules"]["vmem"] is None and plan["vmem"] == DEFAULT_VMEM and "GGML_HEXAGON_VMEM" not in plan["env"]
 
 
-def test_without_a_revision_the_plan_says_what_it_assumed(k_quant_model, cli):
-    rc, out, err = run_cli(cli, "plan", "-m", str(k_quant_model), "--json")
-    assert rc == 0, err
-    data = json.loads(out)
-    assert data["rules"]["origin"] == "assumed" and data["rules"]["row_limit"] == 0
-    assert any(n.startswith("no revision given: assumed") for n in data["notes"])
-    rc, out, err = run_cli(cli, "plan", "-m", str(k_quant_model))
-    assert rc == 0 and "rules (assumed): repacks" in out and "no revision given" in out
+def test_without_a_revision_the_plan_is_the_newest_trees(gpt_oss, k_quant_model, cli, tree_0_3_36):
+    """No --source/--package/--target: every rule of the newest tree hexbuild knows, as that tree
+    itself gives them, and the plan names that revision. The gpt-oss-20b plan was 3 sessions of
+    3.5 GiB opened with GGML_HEXAGON_NDEV, where the 0.3.36 tree gives 4 of 3200 MiB, opened with
+    GGML_HEXAGON_DEVICES."""
+    from hexbuild.plan_rules import ASSUMED, rules_from_manifest
+    from hexbuild.source import read_source
+
+    newest = rules_from_manifest(read_source(tree_0_3_36).to_json(), "assumed")
+    assert ASSUMED == newest  # the tree itself, not a table beside it
+    for model in (gpt_oss, k_quant_model):
+        rc, out, err = run_cli(cli, "plan", "-m", str(model), "--json")
+        assert rc == 0, err
+        assumed = json.loads(out)
+        rc, out, err = run_cli(cli, "plan", "-m", str(model), "--source", str(tree_0_3_36), "--json")
+        source = json.loads(out)
+        for key in ("ndev", "devices", "vmem", "per_session_bytes", "tensor_split", "env", "command"):
+            assert assumed[key] == source[key], key
+        assert assumed["rules"] == {**source["rules"], "origin": "assumed"}
+    assert (assumed["ndev"], assumed["vmem"]) == (source["ndev"], 3200 * MiB)
+    rc, out, err = run_cli(cli, "plan", "-m", str(gpt_oss), "--json")
+    plan = json.loads(out)
+    assert plan["ndev"] == 4 and plan["vmem"] == 3200 * MiB and list(plan["env"]) == ["GGML_HEXAGON_DEVICES"]
+    assert any(n.startswith("no revision given: used the rules of the newest revision hexbuild knows, 0c1e570 "
+                            "(llama-cpp-python 0.3.36)") for n in plan["notes"])
+    rc, out, err = run_cli(cli, "plan", "-m", str(gpt_oss))
+    assert rc == 0 and "rules (assumed 0c1e570, the newest revision hexbuild knows" in out and "3200.00 MiB" in out
 
 
 def test_rules_travel_in_the_package_manifest(k_quant_model, cli, tmp_path, tree_0_3_28):

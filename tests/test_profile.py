@@ -78,10 +78,20 @@ def test_device_and_filter_agree_with_upstream(fmts, tmp_path, tree_0_3_36):
 
 
 def test_cli_outputs(cli, fmts, tmp_path):
+    import os
+    import stat
+
     log = make_log(fmts, "pipe", tmp_path, lines=500, devices=("HTP0", "HTP1"))
-    r = cli("--json", "results", "profile", str(log), "--top", "3", "--csv", str(tmp_path / "p.csv"),
-            "--md", str(tmp_path / "p.md"), "--chart", str(tmp_path / "p.png"))
+    old = os.umask(0o022)
+    try:
+        r = cli("--json", "results", "profile", str(log), "--top", "3", "--csv", str(tmp_path / "p.csv"),
+                "--md", str(tmp_path / "p.md"), "--chart", str(tmp_path / "p.png"))
+    finally:
+        os.umask(old)
     assert r.rc == 0, r.err
+    # the user's files, as their shell would write them (they were 0600)
+    assert {n: oct(stat.S_IMODE((tmp_path / n).stat().st_mode)) for n in ("p.csv", "p.md", "p.png")} == \
+        {n: "0o644" for n in ("p.csv", "p.md", "p.png")}
     doc = r.json
     assert doc["schema"] == "hexbuild.profile/1" and len(doc["ops"]) == 3 and doc["op_groups"] > 3
     assert [o["total_usec"] for o in doc["ops"]] == sorted((o["total_usec"] for o in doc["ops"]), reverse=True)

@@ -78,3 +78,22 @@ def test_completion_on_the_older_board_needs_the_bundled_runtime(cli, tmp_path, 
     assert r.rc == 0, r.err
     check_completion(r.json)
     assert r.json["argv"][0] == f"{dest}/runtime/ld-linux-aarch64.so.1"
+
+
+def test_plan_follows_the_deployed_revision_else_the_newest(cli, tmp_path, real_package, tiny_gguf):
+    """plan --target reads the rules the real build recorded and deploy copied to the qemu:
+    install (the 0.3.28 tree: its row limit, GGML_HEXAGON_NDEV); with no revision at all it
+    follows the newest tree hexbuild knows and names it (it assumed older rules: a 3.5 GiB
+    budget and GGML_HEXAGON_NDEV)."""
+    spec = f"qemu:{tmp_path}/inst"
+    assert cli("deploy", str(real_package), "-t", spec).rc == 0
+    r = cli("--json", "plan", "-m", str(tiny_gguf), "-t", spec)
+    assert r.rc == 0, r.err
+    deployed = r.json["rules"]
+    assert (deployed["origin"], deployed["row_limit"]) == ("target", 16384) and list(r.json["env"]) == ["GGML_HEXAGON_NDEV"]
+    r = cli("--json", "plan", "-m", str(tiny_gguf))
+    assert r.rc == 0, r.err
+    assumed = r.json["rules"]
+    assert (assumed["origin"], assumed["revision"], assumed["row_limit"]) == ("assumed", "0c1e570", 0)
+    assert assumed["revision"] != deployed["revision"] and list(r.json["env"]) == ["GGML_HEXAGON_DEVICES"]
+    assert r.json["vmem"] == 3200 * 2 ** 20 and any("0c1e570 (llama-cpp-python 0.3.36)" in n for n in r.json["notes"])

@@ -300,16 +300,28 @@ def test_nothing_recognizable(cli, tmp_path):
 
 
 def test_prose_about_the_backend_is_not_its_output(cli, tmp_path):
-    """Text that names ggml-hex (this README, an issue comment) is not a backend line: no
-    invented Hexagon error, and nothing recognizable is exit 9."""
-    readme = Path(__file__).resolve().parent.parent / "README.md"
-    r = cli("results", "parse", str(readme), "--json")
-    assert r.rc == 9, r.out
+    """Text that names ggml-hex (the reference of `run` and `explain`, an issue comment) is not a
+    backend line: no invented Hexagon error, and nothing recognizable is exit 9."""
+    docs = Path(__file__).resolve().parent.parent / "docs" / "commands"
+    for page in ("run.md", "explain.md"):
+        assert "ggml-hex" in (docs / page).read_text()
+        r = cli("results", "parse", str(docs / page), "--json")
+        assert r.rc == 9, (page, r.out)
     notes = tmp_path / "notes.md"
     notes.write_text("explain finds the first `ggml-hex` failure in a log\nsee 'ggml-hex: failed to open "
                      "session' in the docs\nggml-hex: failed to open session 1 : error 0x80000406\n")
     log = cli("results", "parse", str(notes), "--json").json["logs"][0]
     assert log["hexagon"]["errors"] == ["ggml-hex: failed to open session 1 : error 0x80000406"]
+
+
+def test_a_log_without_the_arch_line_names_no_version(cli):
+    """The real backend on a machine without FastRPC prints no arch line: the table said
+    'hexagon vNone'."""
+    log = Path(__file__).parent / "data" / "explain" / "real-board-0.3.28.log"
+    r = cli("results", "parse", str(log))
+    assert r.rc == 0, r.err
+    line = next(ln for ln in r.out.splitlines() if ln.startswith("hexagon"))
+    assert "None" not in line and "arch not printed" in line, line
 
 
 def test_missing_log(cli, tmp_path):

@@ -78,6 +78,21 @@ def test_exit_code_is_the_programs(cli, tmp_path, local_dev):
     assert decode_echo(Path(doc["log"]).read_bytes())["env"]["GGML_HEXAGON_ECHO_EXIT"] == "42"
 
 
+def test_a_program_killed_by_a_signal_exits_as_a_shell_says(cli, tmp_path):
+    """llama-completion aborting (std::out_of_range in llama.cpp) is killed by SIGABRT: hexbuild
+    exits 134 (128+6), as `sh -c` would, and the record says which signal; not 250 (-6 mod 256)."""
+    dest = tmp_path / "inst"
+    aborts = tmp_path / "aborts.sh"
+    aborts.write_text("#!/bin/sh\necho 'terminate called after throwing an instance of std::out_of_range' >&2\n"
+                      "kill -ABRT $$\n")
+    populate(f"local:{dest}", str(dest), {"llama-completion": aborts})
+    r, doc = run_json(cli, tmp_path, "completion", "-t", f"local:{dest}")
+    assert r.rc == 134 and doc["exit_code"] == 134 and doc["signal"] == "SIGABRT", r.err
+    assert "exited 134 (killed by SIGABRT)" in r.err and "std::out_of_range" in Path(doc["log"]).read_text()
+    shell = __import__("subprocess").run(["sh", "-c", str(dest / "bin" / "llama-completion")], capture_output=True)
+    assert shell.returncode == r.rc
+
+
 def test_results_are_parsed_from_the_log(cli, tmp_path, local_dev):
     spec, dest = local_dev
     script = tmp_path / "perf.sh"

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from hexbuild import errors
 from hexbuild.serve import state as state_mod
 from tests.infra.devices import free_port
 from tests.test_run_device import populate
@@ -182,6 +183,24 @@ def test_server_exiting_during_startup_shows_its_last_lines(cli, serve_state, tm
     assert "exited during start-up" in err["message"] and "unknown model architecture" in err["message"]
     assert "loading model" in err["hint"]
     assert port_free(port) and state_mod.records() == []
+    assert not list(serve_state.glob("*.supervisor.log"))  # a failed start leaves no supervisor log
+
+
+def test_failed_detached_starts_leave_no_supervisor_log(cli, serve_state, local_install, tmp_path, tiny_gguf):
+    """Each failed `serve --detach` left a PORT.supervisor.log behind; a served port's keeps
+    what its own server wrote."""
+    spec, _ = local_install
+    port = free_port()
+    for _ in range(2):
+        r = cli("--json", "serve", "-t", spec, "--model", "nope.gguf", "--port", str(port),
+                "--models-dir", str(tmp_path / "m"), "--detach")
+        assert r.rc == 2 and "model not found" in r.json["error"]["message"], r.err
+    assert not list(serve_state.glob("*.supervisor.log")) and not list(serve_state.glob("start-*"))
+    assert serve_detach(cli, spec, tiny_gguf, port, "--models-dir", str(tmp_path / "m")).rc == 0
+    assert cli("serve", "stop", "--port", str(port)).rc == 0
+    kept = (serve_state / f"{port}.supervisor.log").read_bytes()
+    r = cli("--json", "serve", "-t", spec, "--model", "nope.gguf", "--port", str(port), "--detach")
+    assert r.rc == 2 and (serve_state / f"{port}.supervisor.log").read_bytes() == kept
 
 
 def test_host_and_port_after_dashdash_are_refused(cli, serve_state, local_install, tiny_gguf):
@@ -219,6 +238,8 @@ def test_server_killed_mid_request(cli, serve_state, local_install, tiny_gguf, t
 
 
 def test_foreground_serve_stops_on_sigterm(serve_state, local_install, tiny_gguf, tmp_path):
+    """SIGTERM stops the server and removes the forward, and the command exits 130 as the
+    exit-code table says for an interrupt (it exited 0)."""
     spec, _ = local_install
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "hexbuild.cli.main", "serve", "-t", spec, "--model", str(tiny_gguf),
@@ -229,12 +250,14 @@ def test_foreground_serve_stops_on_sigterm(serve_state, local_install, tiny_gguf
         assert line.startswith(f"http://127.0.0.1:{port}/v1"), proc.stderr.read() if proc.poll() is not None else line
         (rec,) = state_mod.records()
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=30) == 0
+        assert proc.wait(timeout=30) == errors.INTERRUPTED
     finally:
         if proc.poll() is None:
             proc.kill()
     assert not pid_alive(rec["pid"]) and port_free(port) and state_mod.records() == []
-    assert "stopped; the forward is removed" in proc.stderr.read()
+    err = proc.stderr.read()
+    assert "hexbuild: error: interrupted: llama-server on" in err and "the forward is removed" in err
+    assert "Traceback" not in err
 
 
 def test_stop_cleans_up_after_a_dead_supervisor(cli, serve_state, local_install, tiny_gguf, tmp_path):

@@ -2,9 +2,12 @@
 ``serve``, ``chat``, ``test``, ``release --smoke`` and ``deploy`` follow.
 
 - ``cpu``: no Hexagon host library (``lib/libggml-hexagon.so``; the open toolchain's build, or one
-  made with GGML_HEXAGON=OFF). It runs on the CPU with a one-line warning, unless NPU sessions
+  made with GGML_HEXAGON=OFF). It runs on the CPU with one line saying so, unless NPU sessions
   were asked for explicitly (``--ndev``, ``--devices``, ``run.ndev``/``deploy.ndev``): nothing can
-  open them, so that is exit 12 in one line.
+  open them, so that is exit 12 in one line. The line is a note when the build chose it (its
+  manifest records ``toolchain: open`` or ``lacks: [htp]``): a fact the user chose is no warning,
+  and ``--strict`` (release under CI) must not fail on it; a package that merely lacks the
+  library, with no build saying why, gets a warning.
 - ``npu``: the host library is there. Sessions are asked for as usual, whether or not a skel for
   the device's arch came along: such a package is an NPU package that cannot open a session.
   ``deploy`` warns when the device's skel is missing and ``verify`` fails a package without skels;
@@ -15,6 +18,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 from .elf import HTP_NAME, htp_key
@@ -50,12 +54,32 @@ def skel_versions(manifest: Mapping[str, Any] | None) -> list[str]:
     return sorted(found, key=htp_key)
 
 
-def cpu_only_note(manifest: Mapping[str, Any] | None) -> str | None:
-    """The one warning line for a CPU-only package; None for any other."""
+@dataclass(frozen=True)
+class CpuOnly:
+    """The one line for a CPU-only package, and whether its build chose it (a note) or not (a warning)."""
+
+    text: str
+    chosen: bool
+
+    def say(self) -> None:
+        """Said once per command: bisect deploys and measures the good revision beside every
+        step's, bench plans every target, and one package's line is one fact."""
+        from ..ui import ui
+
+        if self.text in ui.warnings or self.text in ui.notes:
+            return
+        (ui.note if self.chosen else ui.warn)(self.text)
+
+
+def cpu_only_note(manifest: Mapping[str, Any] | None) -> CpuOnly | None:
+    """The one line for a CPU-only package; None for any other."""
     if npu_support(manifest) != CPU:
         return None
-    how = "the open toolchain" if (manifest or {}).get("toolchain") == "open" else "no Hexagon backend"
-    return f"this package was built with {how} and has no NPU libraries ({HOST_LIB}): it runs on the CPU only"
+    m = manifest or {}
+    how = "the open toolchain" if m.get("toolchain") == "open" else "no Hexagon backend"
+    chosen = m.get("toolchain") == "open" or "htp" in (m.get("lacks") or [])
+    return CpuOnly(f"this package was built with {how} and has no NPU libraries ({HOST_LIB}): it runs on the "
+                   "CPU only", chosen)
 
 
 def sessions_refused(where: str, asked: str) -> tuple[str, str]:

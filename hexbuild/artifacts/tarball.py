@@ -70,9 +70,9 @@ def sha256sums(records: list[dict[str, Any]]) -> bytes:
     return "".join(f"{r['sha256']}  {r['path']}\n" for r in sorted(records, key=lambda r: r["path"])).encode()
 
 
-def write_package(pkg: Path, out: Path, meta: dict[str, Any] | None = None) -> PackageResult:
-    """Write the release tarball of ``pkg`` to ``out``. ``meta`` as for build_manifest (None:
-    read PKG/manifest.json)."""
+def check_package(pkg: Path, out: Path) -> list[Entry]:
+    """The package's entries, or what write_package refuses (one line, exit 2 or 6) before any
+    of it is written: names SHA256SUMS cannot hold, no file at all, an output inside it."""
     pkg, out = Path(pkg), Path(out)
     entries = scan(pkg)
     for e in entries:
@@ -83,6 +83,16 @@ def write_package(pkg: Path, out: Path, meta: dict[str, Any] | None = None) -> P
                          "pkg-snapdragon/llama.cpp")
     if out.resolve().is_relative_to(pkg.resolve()):
         raise UsageError(f"output {out} is inside the package {pkg}", hint="write the tarball elsewhere (-o)")
+    return entries
+
+
+def write_package(pkg: Path, out: Path, meta: dict[str, Any] | None = None, *,
+                  entries: list[Entry] | None = None) -> PackageResult:
+    """Write the release tarball of ``pkg`` to ``out``. ``meta`` as for build_manifest (None:
+    read PKG/manifest.json); ``entries``: check_package's, when the caller checked first."""
+    pkg, out = Path(pkg), Path(out)
+    if entries is None:
+        entries = check_package(pkg, out)
     manifest = assemble(load_meta(pkg) if meta is None else meta, file_records(entries))
     manifest_bytes = dumps(manifest)
     manifest_record = {"path": MANIFEST, "sha256": hashlib.sha256(manifest_bytes).hexdigest()}

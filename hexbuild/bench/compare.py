@@ -108,16 +108,20 @@ def compare(baseline: Side, candidate: Side, *, by: Sequence[str] = DEFAULT_BY,
 
     # Repeats are compared within one full configuration; --by then sets how those comparisons
     # are reported (a coarser --by averages them geometrically instead of pooling raw t/s of
-    # different configurations, which would look like noise).
+    # different configurations, which would look like noise). --by also decides the pairing: a
+    # group both sides have that shares no full configuration (the runs differ only in a key
+    # --by leaves out, such as threads) is compared as a whole, each side's configurations
+    # averaged geometrically.
     full = tuple(dict.fromkeys((*by, *DEFAULT_BY)))
     base, cand = groups(baseline.rows, full), groups(candidate.rows, full)
     bounds = {"baseline": _bounds(baseline.rows, by), "candidate": _bounds(candidate.rows, by)}
     per: dict[tuple, list[tuple[float, float, float, float, float, int, int]]] = {}
     for key in [k for k in base if k in cand]:
-        b, c = base[key], cand[key]
-        mb, mc = statistics.median(b), statistics.median(c)
-        per.setdefault(key[:len(by)], []).append((mb, mc, mc / mb if mb else float("inf"), _spread(b), _spread(c),
-                                                  len(b), len(c)))
+        per.setdefault(key[:len(by)], []).append(_pair([base[key]], [cand[key]]))
+    for group in dict.fromkeys(k[:len(by)] for k in base):
+        if group not in per and any(k[:len(by)] == group for k in cand):
+            per[group] = [_pair([v for k, v in base.items() if k[:len(by)] == group],
+                                [v for k, v in cand.items() if k[:len(by)] == group])]
     rows = []
     for key, items in per.items():
         mb = statistics.geometric_mean([i[0] for i in items])
@@ -148,6 +152,15 @@ def compare(baseline: Side, candidate: Side, *, by: Sequence[str] = DEFAULT_BY,
             "threshold": threshold, "rows": rows, "only_in": only,
             "geomean_ratio": round(statistics.geometric_mean(ratios), 4) if all(x > 0 for x in ratios) else None,
             "regressions": sum(r["status"] == "regression" for r in rows)}
+
+
+def _pair(b: list[list[float]], c: list[list[float]]) -> tuple[float, float, float, float, float, int, int]:
+    """(baseline t/s, candidate t/s, ratio, spreads, run counts) of configurations set against
+    each other: one each when they pair, else each side's, averaged geometrically."""
+    mb = statistics.geometric_mean([statistics.median(v) for v in b])
+    mc = statistics.geometric_mean([statistics.median(v) for v in c])
+    return (mb, mc, mc / mb if mb else float("inf"), statistics.fmean([_spread(v) for v in b]),
+            statistics.fmean([_spread(v) for v in c]), sum(map(len, b)), sum(map(len, c)))
 
 
 def _bounds(rows: list[dict[str, Any]], by: Sequence[str]) -> dict[tuple, float]:
@@ -222,7 +235,7 @@ def run_compare(*, db: Path, baseline: str, candidate: str, by: str | None, fail
     a lab runs each job on whichever board of the type is free."""
     import os
 
-    from ..paths import atomic_write
+    from ..paths import atomic_write, output_mode
 
     if fail_below is not None and not 0 < fail_below <= 1:
         raise UsageError("--fail-below must be a ratio in (0, 1], e.g. 0.95")
@@ -235,10 +248,10 @@ def run_compare(*, db: Path, baseline: str, candidate: str, by: str | None, fail
     out.mkdir(parents=True, exist_ok=True)
     files = {"json": out / "compare.json", "markdown": out / "compare.md", "chart": out / "compare.png"}
     result["files"] = {k: str(v) for k, v in files.items()}
-    atomic_write(files["json"], json.dumps(result, indent=2) + "\n")
-    atomic_write(files["markdown"], md)
+    atomic_write(files["json"], json.dumps(result, indent=2) + "\n", mode=output_mode())
+    atomic_write(files["markdown"], md, mode=output_mode())
     try:  # the regression gate below must not depend on the optional chart extra
-        atomic_write(files["chart"], chart_png(result))
+        atomic_write(files["chart"], chart_png(result), mode=output_mode())
     except EnvironmentMissing as e:
         ui.warn(f"no chart: {e.message} ({e.hint})")
         del files["chart"], result["files"]["chart"]

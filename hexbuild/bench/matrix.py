@@ -8,8 +8,6 @@ records parse exactly (field names from tools/llama-bench/llama-bench.cpp, test:
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import os
 import statistics
@@ -18,14 +16,16 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .. import runner
-from ..paths import atomic_write
+from ..paths import atomic_write, output_mode
 from . import roofline
 from .history import Recorder
+from .tables import CONFIG_KEYS, chart_png, csv_text, markdown, selection
 from ..errors import CpuFallback, EnvironmentMissing, HexbuildError, Interrupted, RemoteFailed, UsageError
 from ..ui import ui
 
 SCHEMA = "hexbuild.bench/1"
-CONFIG_KEYS = ("target", "ndev", "model", "n_batch", "n_ubatch", "n_threads")
+__all__ = ["CONFIG_KEYS", "SCHEMA", "BenchRequest", "PlannedRun", "chart_png", "csv_text", "int_list", "markdown",
+           "plan", "plan_on", "run", "selection", "str_list", "summarize"]
 
 
 @dataclass
@@ -35,7 +35,7 @@ class BenchRequest:
     ndev: list[int] = field(default_factory=lambda: [1])
     devices: list[str] = field(default_factory=list)  # device lists (HTP0,HTP1), each a configuration
     ubatch: list[int] = field(default_factory=lambda: [1024])
-    threads: list[int] = field(default_factory=lambda: [6])
+    threads: list[int] = field(default_factory=list)  # empty: the target's (runner/defaults.py)
     batch: list[int] = field(default_factory=list)
     repeat: int = 1
     knobs: list[tuple[str, str]] = field(default_factory=list)
@@ -127,100 +127,6 @@ def summarize(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def _config_label(s: dict[str, Any], multi: dict[str, bool]) -> str:
-    parts = []
-    if multi["target"]:
-        parts.append(s["target"])
-    parts.append(s.get("select") or f"ndev {s['ndev']}")
-    if multi["model"]:
-        parts.append(s["model"])
-    if multi["n_batch"]:
-        parts.append(f"b {s['n_batch']}")
-    parts.append(f"ub {s['n_ubatch']}")
-    parts.append(f"t {s['n_threads']}")
-    return " · ".join(str(p) for p in parts)
-
-
-def _varies(summary: Sequence[dict[str, Any]]) -> dict[str, bool]:
-    return {k: len({s[k] for s in summary}) > 1 for k in CONFIG_KEYS}
-
-
-def markdown(summary: Sequence[dict[str, Any]], failures: Sequence[dict[str, Any]] = ()) -> str:
-    from .roofline import markdown_notes
-
-    tests = list(dict.fromkeys(s["test"] for s in summary))
-    bounded = [t for t in tests if any((s.get("roofline") or {}).get("percent") is not None
-                                       for s in summary if s["test"] == t)]
-    configs: dict[tuple, dict[str, Any]] = {}
-    for s in summary:  # a device list shows in the ndev column
-        key = tuple(s.get("select") or s[k] if k == "ndev" else s[k] for k in CONFIG_KEYS)
-        configs.setdefault(key, {})[s["test"]] = s
-    head = ["target", "ndev", "model", "batch", "ubatch", "threads"] + [f"{t} t/s" for t in tests] + \
-        [f"{t} % of DRAM bound" for t in bounded]
-    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" if i < 3 else "---:" for i in range(len(head))) + "|"]
-    for key, values in configs.items():
-        pct = [(values.get(t, {}).get("roofline") or {}).get("percent") for t in bounded]
-        cells = [str(v) for v in key] + [f"{values[t]['median_ts']:.2f}" if t in values else "" for t in tests] + \
-            ["" if v is None else f"{v:.1f}%" for v in pct]
-        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
-    text = "\n".join(lines) + "\n"
-    if summary:
-        n = max(s["n"] for s in summary)
-        text += f"\nMedian of {n} run(s) per configuration (tokens/s, higher is better).\n"
-        text += markdown_notes(summary)
-    for f in failures:
-        text += f"\n**failed**: {f['target']} ndev {f['ndev']} {f['model']} run {f['rep']}: exit {f['exit_code']} ({f['log']})\n"
-    return text
-
-
-def csv_text(summary: Sequence[dict[str, Any]]) -> str:
-    buf = io.StringIO()
-    cols = list(CONFIG_KEYS) + ["test", "kind", "median_ts", "min_ts", "max_ts", "n"]
-    w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
-    w.writeheader()
-    for s in summary:
-        w.writerow({c: s[c] for c in cols})
-    return buf.getvalue()
-
-
-def chart_png(summary: Sequence[dict[str, Any]], title: str) -> bytes:
-    """Prompt and eval tokens/s per configuration, side by side."""
-    from ..results.chart import png, pyplot
-
-    plt = pyplot()
-
-    multi = _varies(summary)
-    panels = [("prompt", "prompt processing (tokens/s)"), ("eval", "generation (tokens/s)")]
-    panels = [p for p in panels if any(s["kind"] == p[0] for s in summary)] or [("mixed", "tokens/s")]
-    labels = list(dict.fromkeys(_config_label(s, multi) for s in summary))
-    height = max(2.5, 0.45 * len(labels) * max(1, len({s['test'] for s in summary}) // len(panels)) + 1.5)
-    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), height), squeeze=False)
-    for ax, (kind, heading) in zip(axes[0], panels):
-        items = [s for s in summary if s["kind"] == kind]
-        one_test = len({s["test"] for s in items}) == 1
-        names = [_config_label(s, multi) + ("" if one_test else f" · {s['test']}") for s in items]
-        values = [s["median_ts"] for s in items]
-        errs = [[s["median_ts"] - s["min_ts"] for s in items], [s["max_ts"] - s["median_ts"] for s in items]]
-        y = list(range(len(items)))
-        bars = ax.barh(y, values, xerr=errs if any(any(e) for e in errs) else None,
-                       color="#3b7dd8" if kind == "prompt" else "#e07b39", capsize=3)
-        ax.set_yticks(y, names, fontsize=8)
-        ax.invert_yaxis()
-        ax.set_title(heading + (f": {items[0]['test']}" if one_test and items else ""), fontsize=10)
-        ax.grid(axis="x", alpha=0.3)
-        for bar, s in zip(bars, items):  # the label right of the whisker, not on it
-            pct = (s.get("roofline") or {}).get("percent")
-            label = f"  {s['median_ts']:.1f}" + (f" ({pct:.1f}% of DRAM bound)" if pct is not None else "")
-            ax.text(s["max_ts"], bar.get_y() + bar.get_height() / 2, label, va="center", fontsize=7)
-        ax.margins(x=0.18)
-    n = max(s["n"] for s in summary)
-    if not multi["model"]:
-        title += f" · {summary[0]['model']}"
-    fig.suptitle(title + (f"\nbars: median of {n} runs; whiskers: min–max" if n > 1 else ""), fontsize=10)
-    fig.tight_layout()
-    return png(fig)
-
-
 @dataclass
 class PlannedRun:
     target: str
@@ -241,8 +147,11 @@ def plan(req: BenchRequest, settings) -> list[PlannedRun]:
 
 
 def plan_on(target, spec: str, req: BenchRequest) -> list[PlannedRun]:
-    """The configurations of ``req`` for one target, rendered against what is installed there."""
+    """The configurations of ``req`` for one target, rendered against what is installed there.
+    A CPU-only package is said once (the one rule, artifacts/npu.py), and its runs open no
+    session: ndev 0, shown as CPU."""
     planned = []
+    said = False
     selections: list[tuple[int | None, str | None]] = [(n, None) for n in req.ndev] + [(None, d) for d in req.devices]
     for ndev, devices in selections:
         for model in req.models:
@@ -250,10 +159,15 @@ def plan_on(target, spec: str, req: BenchRequest) -> list[PlannedRun]:
             prepared = runner.prepare_on(target, runner.RunRequest(
                 kind="bench", target=spec, dest=req.dest, models_dir=req.models_dir,
                 ndev=ndev if req.sessions_given else None, devices=devices,
-                model=model, knobs=req.knobs, extra=req.extra, threads=",".join(map(str, req.threads)),
+                model=model, knobs=req.knobs, extra=req.extra, threads=req.threads or None,
                 ubatch=",".join(map(str, req.ubatch)), batch=",".join(map(str, req.batch)) or None,
                 bench_output="jsonl", timeout=req.timeout))
             count = ndev or len([d for d in (devices or "").split(",") if d.strip()])
+            if prepared.cpu_only:
+                count = 0
+                if not said:
+                    prepared.cpu_only.say()
+                    said = True
             planned.append(PlannedRun(spec, count, model, prepared.invocation, devices))
     return planned
 
@@ -300,7 +214,7 @@ def run_once(target, p: PlannedRun, rep: int, req: BenchRequest, logs: Path) -> 
 
 def failure_line(spec: str, p: PlannedRun, rep: int, req: BenchRequest, info: dict[str, Any]) -> str:
     why = info.get("error") or f"llama-bench exited {info['exit_code']} with {info['records']} records"
-    return f"{spec}: {why} (ndev {p.ndev}, {p.model}, run {rep}); log: {info['log']}"
+    return f"{spec}: {why} ({selection(p.ndev, p.select)}, {p.model}, run {rep}); log: {info['log']}"
 
 
 def run(req: BenchRequest, settings) -> dict[str, Any]:
@@ -329,7 +243,8 @@ def run(req: BenchRequest, settings) -> dict[str, Any]:
                 for p in (p for p in planned if p.target == spec):
                     for rep in range(1, req.repeat + 1):
                         done += 1
-                        ui.info(f"[{done}/{total}] {spec}: ndev {p.ndev}, {p.model}, run {rep}/{req.repeat}")
+                        ui.info(f"[{done}/{total}] {spec}: {selection(p.ndev, p.select)}, {p.model}, "
+                                f"run {rep}/{req.repeat}")
                         info, got = run_once(target, p, rep, req, logs)
                         runs.append(info)
                         rows += recorder.label(target, p.invocation, got)
@@ -374,9 +289,9 @@ def write_outputs(out: Path, req: BenchRequest, rows, runs, summary, failures, h
                                         "knobs": dict(req.knobs)},
            "results": summary, "records": rows, "runs": runs, "failures": failures}
     files = {"json": out / "results.json", "csv": out / "results.csv", "markdown": out / "results.md"}
-    atomic_write(files["json"], json.dumps(doc, indent=2) + "\n")
-    atomic_write(files["csv"], csv_text(summary))
-    atomic_write(files["markdown"], md)
+    atomic_write(files["json"], json.dumps(doc, indent=2) + "\n", mode=output_mode())
+    atomic_write(files["csv"], csv_text(summary), mode=output_mode())
+    atomic_write(files["markdown"], md, mode=output_mode())
     if summary:
         try:
             chart = chart_png(summary, f"llama-bench on {', '.join(req.targets)}")
@@ -384,7 +299,7 @@ def write_outputs(out: Path, req: BenchRequest, rows, runs, summary, failures, h
             ui.warn(f"no chart: {e.message} ({e.hint})")
         else:
             files["chart"] = out / "results.png"
-            atomic_write(files["chart"], chart)
+            atomic_write(files["chart"], chart, mode=output_mode())
     step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if step_summary:
         with open(step_summary, "a", encoding="utf-8") as f:

@@ -12,6 +12,12 @@ it is their whole range, from eight on the extremes drop out, so one disturbed r
 or block a verdict). A revision is bad when the whole interval lies below the threshold, good
 when it lies at or above it; otherwise one more pair, up to ``reps``, and then `skip`. The first
 decision comes after ``min(5, reps)`` pairs.
+
+The threshold follows the measured ends unless the user gives one: the bad revision is measured
+right after the good one and is confirmed slower when its whole interval lies below 1; the
+threshold is then the geometric middle of the two ends' rates, the square root of the bad end's
+ratio (an 8x slowdown, 0.125x, puts it at 0.354x: a revision at 0.97x is plainly good, one at
+0.13x plainly bad, with the same room for the noise on both sides).
 Every run's rows go to the bench history as they come, under the step's bench id (the good
 revision's under ``<bench id>-good``), so a resumed bisect picks up the runs it already has.
 """
@@ -32,6 +38,7 @@ from ..errors import EnvironmentMissing, RemoteFailed
 from ..ui import ui
 from .search import BAD, GOOD, SKIP
 
+CONFIRM = 1.0     # the bad end, when the threshold follows the ends: slower than the good one beyond the noise
 MIN_REPS = 5      # pairs before the first decision: the whole range then covers the median 94 % of the time
 CONFIDENCE = 0.9  # of the interval a verdict needs
 BASELINE_RUNS = 3  # the good revision's own step: its figure for the record (verdicts use the pairs)
@@ -114,7 +121,6 @@ class PerfJob:
     target: str
     model: str
     metric: str
-    threshold: float
     reps: int
     ndev: int | None = None
     devices: str | None = None
@@ -128,7 +134,7 @@ class PerfJob:
     allow_cpu_fallback: bool = False
     db: str | None = None
 
-    def bench_request(self, threads: int) -> matrix.BenchRequest:
+    def bench_request(self, threads: int | None) -> matrix.BenchRequest:
         extra = list(self.extra)
         given = set(extra)
         # only the test the metric reads: llama-bench's default runs both pp512 and tg128
@@ -140,14 +146,14 @@ class PerfJob:
             extra = ["-r", "1", *extra]
         return matrix.BenchRequest(
             targets=[self.target], models=[self.model], ndev=[self.ndev] if self.ndev else ([] if self.devices else [1]),
-            devices=[self.devices] if self.devices else [], ubatch=[self.ubatch], threads=[threads], repeat=1,
+            devices=[self.devices] if self.devices else [], ubatch=[self.ubatch], threads=[threads] if threads else [], repeat=1,
             knobs=list(self.knobs), extra=extra, dest=self.dest, models_dir=self.models_dir, timeout=self.timeout,
             db=self.db, allow_cpu_fallback=self.allow_cpu_fallback, sessions_given=bool(self.ndev or self.devices))
 
 
 def measure_perf(job: PerfJob, settings: Any, *, bench_id: str, logs: Path, prior: list[float],
                  good_dest: str | None = None, prior_good: list[float] | None = None,
-                 revisions: tuple[str | None, str | None] = (None, None)) -> Outcome:
+                 revisions: tuple[str | None, str | None] = (None, None), threshold: float = CONFIRM) -> Outcome:
     """Run llama-bench at the deployed revision until the figures decide. ``good_dest``: where
     the good revision is installed beside it; each of this revision's runs is then paired with a
     run of the good one, in turn, and the verdict compares the two sets: what drifts over a
@@ -155,13 +161,15 @@ def measure_perf(job: PerfJob, settings: Any, *, bench_id: str, logs: Path, prio
     baseline step: ``min(3, reps)`` runs of the good revision, for the record. ``prior``/``prior_good``: runs the
     history already has for this step (a bisect cut short). ``revisions``: the labels of this
     revision's rows and of the good one's (what deploy recorded may be an earlier revision with
-    the same files: an unchanged install is not rewritten)."""
+    the same files: an unchanged install is not rewritten). ``threshold``: the ratio the
+    verdict is taken against."""
     figures, good = Figures(list(prior)), Figures(list(prior_good or []))
     kind = PERF_KINDS[job.metric]
     first_decision = min(MIN_REPS, job.reps)
     with runner.open_target(job.target, settings) as target:
-        threads = job.threads or target.default_threads() or settings["run.threads"]
-        req = job.bench_request(threads)
+        from ..runner.defaults import given_threads
+
+        req = job.bench_request(job.threads or given_threads(settings))
         planned = matrix.plan(req, settings)[0]
         sides = [(planned, req, figures, bench_id)]
         labels = {bench_id: revisions[0]}
@@ -180,7 +188,7 @@ def measure_perf(job: PerfJob, settings: Any, *, bench_id: str, logs: Path, prio
             if good_dest is None and figures.n >= min(BASELINE_RUNS, job.reps):
                 break
             if figures.n >= first_decision:
-                verdict, ratio, interval = decide(good, figures, job.threshold)
+                verdict, ratio, interval = decide(good, figures, threshold)
                 if verdict:
                     return Outcome(verdict, None, figures, ratio, interval, {"good": good.to_json()})
             for p, r, figs, bid in sides:
@@ -206,12 +214,24 @@ def measure_perf(job: PerfJob, settings: Any, *, bench_id: str, logs: Path, prio
                 figs.values.append(values[0])
     if good_dest is None:
         return Outcome(GOOD, None, figures) if figures.values else Outcome(SKIP, "no figure", figures)
-    verdict, ratio, interval = decide(good, figures, job.threshold)
+    verdict, ratio, interval = decide(good, figures, threshold)
     if verdict is None:
         return Outcome(SKIP, f"undecided after {figures.n} pairs of runs: {ratio:.3f}x, its {CONFIDENCE:.0%} interval "
-                             f"{interval[0]:.3f}..{interval[1]:.3f} holds the threshold {job.threshold}", figures, ratio,
+                             f"{interval[0]:.3f}..{interval[1]:.3f} holds the threshold {threshold:.3g}", figures, ratio,
                        interval, {"good": good.to_json()})
     return Outcome(verdict, None, figures, ratio, interval, {"good": good.to_json()})
+
+
+def threshold_from_ends(bad: dict[str, Any], unit: str = "t/s") -> tuple[float, str]:
+    """The threshold that follows the measured ends, and why: the geometric middle of the good
+    and the bad revision's rates, from the bad end's step (its median pair ratio, and the
+    medians of its runs and of the good runs beside them)."""
+    ratio = bad["ratio"]
+    threshold = math.sqrt(ratio)
+    good_median = (bad.get("good") or {}).get("median")
+    rates = f" ({bad['median']:.4g} against {good_median:.4g} {unit})" if good_median and bad.get("median") else ""
+    return threshold, (f"the geometric middle of the measured ends: the bad revision {bad['short']} ran at "
+                       f"{ratio:.3f}x the good one{rates}; --threshold RATIO sets a fixed one")
 
 
 @dataclass

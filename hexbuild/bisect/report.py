@@ -44,9 +44,19 @@ def headline(doc: dict[str, Any]) -> str:
                 f"  {doc['metric']}: {_fig(fb, unit)}{ratio}\n"
                 f"  last good {lg['short']} {lg['subject']}: {_fig(lg, unit)}\n  {counts}")
     if doc["status"] == "no-regression":
-        return f"no regression: the bad revision {doc['bad']['short']} measured good ({_fig(doc['bad_step'], unit)})\n  {counts}"
+        return f"no regression: the bad revision {doc['bad']['short']} {no_regression(doc)} ({_fig(doc['bad_step'], unit)})\n  {counts}"
     names = ", ".join(f"{c['short']} ({c['subject']})" for c in doc["suspects"])
     return f"the first bad commit is one of: {names}\n  (skipped revisions hide it)\n  {counts}"
+
+
+def no_regression(doc: dict[str, Any]) -> str:
+    """How the bad end of a bisect that found no regression measured."""
+    step = doc.get("bad_step") or {}
+    if step.get("verdict") == "good":
+        return "measured good"
+    interval = step.get("interval")
+    return ("did not measure slower than the good one beyond the noise"
+            + (f": {step['ratio']:.3f}x, interval {interval[0]:.3f}..{interval[1]:.3f}" if interval else ""))
 
 
 def markdown(doc: dict[str, Any]) -> str:
@@ -61,9 +71,11 @@ def markdown(doc: dict[str, Any]) -> str:
                  _fig(s, unit), ratio] + [f"{s[k]:.1f}s" if s.get(k) is not None else "" for k in
                                           ("build_s", "deploy_s", "measure_s")]
         lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
+    threshold = ("" if doc.get("threshold") is None else
+                 f" Threshold {doc['threshold']:.3f}: {doc.get('threshold_reason')}.")
     lines += ["", f"Each run of a revision is paired with a run of the good one ({doc['good']['short']}), installed "
-                  f"beside it; ratio: the median of the pairs' ratios, bad below {doc['threshold']} with its whole "
-                  "90 % confidence interval, good at or above it with the whole interval."
+                  f"beside it; ratio: the median of the pairs' ratios, bad below the threshold with its whole "
+                  f"90 % confidence interval, good at or above it with the whole interval.{threshold}"
               if doc["metric"] in ("eval", "prompt") else f"Verdicts: `hexbuild test {doc['metric']}`'s gate."]
     return "\n".join(lines) + "\n"
 
@@ -97,8 +109,9 @@ def chart_png(doc: dict[str, Any]) -> bytes:
                         fontsize=7)
     if perf:
         ax.axhline(1.0, color="black", linewidth=0.8, label="the good revision")
-        ax.axhline(doc["threshold"], color="#d8433b", linestyle="--", linewidth=0.8,
-                   label=f"threshold {doc['threshold']}")
+        if doc.get("threshold") is not None:
+            ax.axhline(doc["threshold"], color="#d8433b", linestyle="--", linewidth=0.8,
+                       label=f"threshold {doc['threshold']:.3g} ({doc.get('threshold_source') or 'given'})")
         highs = [s["interval"][1] for s in steps if s.get("interval")] + [s.get("ratio") or 0 for s in steps]
         ax.set_ylim(bottom=0, top=max([1.15, *(1.1 * h for h in highs)]))
         ax.legend(fontsize=7)

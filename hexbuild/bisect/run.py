@@ -17,8 +17,8 @@ from ..errors import (BisectUndecided, BuildFailed, CpuFallback, DeployFailed, H
 from ..ui import ui
 from . import record, report
 from .gitrepo import Commit, Repo
-from .measure import GateJob, Outcome, PerfJob, measure_gate, measure_perf
-from .search import GOOD, SKIP, Search, expected_steps
+from .measure import CONFIRM, GateJob, Outcome, PerfJob, measure_gate, measure_perf, threshold_from_ends
+from .search import BAD, GOOD, SKIP, Search, expected_steps
 from .workspace import Workspace
 
 METRICS = ("eval", "prompt", "ppl", "ops")
@@ -33,7 +33,7 @@ class BisectRequest:
     target: str = ""
     model: str = ""
     metric: str = "eval"
-    threshold: float = 0.95
+    threshold: float | None = None  # None: the geometric middle of the measured ends (measure.threshold_from_ends)
     reps: int = 10
     ndev: int | None = None
     devices: str | None = None
@@ -68,7 +68,7 @@ class BisectRequest:
             raise UsageError("give --good REV and --bad REV (or --resume to continue an interrupted bisect)")
         if self.metric not in METRICS:
             raise UsageError(f"--metric must be one of {', '.join(METRICS)}, got {self.metric!r}")
-        if not 0 < self.threshold <= 1:
+        if self.threshold is not None and not 0 < self.threshold <= 1:
             raise UsageError("--threshold must be a ratio in (0, 1], e.g. 0.95")
         if not self.target:
             raise UsageError("no target: give -t TARGET or set run.target")
@@ -76,6 +76,9 @@ class BisectRequest:
             raise UsageError(f"--metric {self.metric} needs --model (a file here, or a name in the models directory)")
         if self.metric == "ppl" and not self.text:
             raise UsageError("--metric ppl needs --text FILE (the text llama-perplexity measures)")
+        from ..deploy.models import check_local
+
+        check_local([self.model])  # a local model is a GGUF before the first revision is built
 
 
 def run_bisect(req: BisectRequest, settings_for: Callable[[BisectRequest], Any], *,
@@ -103,7 +106,9 @@ def run_bisect(req: BisectRequest, settings_for: Callable[[BisectRequest], Any],
     index = {c.sha: i for i, c in enumerate(commits)}
     for st in steps:
         search.set(index[st["commit"]], st["verdict"])
-    runner = _Stepper(req, settings, db, bisect_id, out)
+    runner = _Stepper(req, settings, db, bisect_id, out, last=len(commits) - 1)
+    for st in steps:  # a resumed bisect: the threshold its bad end gave
+        runner.after(st)
     with Workspace(repo) as ws:  # the checkout's lock first: a second bisect of it records nothing
         if resume:
             record.set_status(db, bisect_id, record.RUNNING)
@@ -113,8 +118,10 @@ def run_bisect(req: BisectRequest, settings_for: Callable[[BisectRequest], Any],
                 f"(bad), {req.metric} on {req.target}; at most {expected_steps(len(commits))} measured steps")
         _preload_chart()
         runner.good_package = ws.base / f"{bisect_id}-good"
+        if isinstance(runner.job, PerfJob) and req.threshold is not None:
+            ui.info(f"threshold {req.threshold:g}x the good revision: given (--threshold)")
         try:
-            while (i := search.next()) is not None:
+            while not runner.no_regression and (i := search.next()) is not None:
                 st = runner.step(ws, commits[i], i, len(steps) + 1)
                 steps.append(st)
                 search.set(i, st["verdict"])
@@ -123,6 +130,7 @@ def run_bisect(req: BisectRequest, settings_for: Callable[[BisectRequest], Any],
                     raise BisectUndecided(f"the good revision {commits[0].short} {st['verdict']}: {st.get('reason')}; "
                                           "there is nothing to compare the others with",
                                           hint="pick a --good revision that builds, runs and passes")
+                runner.after(st, announce=True)
         except (KeyboardInterrupt, Interrupted):
             record.set_status(db, bisect_id, record.INTERRUPTED)
             raise Interrupted(f"interrupted after {len(steps)} step(s): the bisect's worktree was removed and the "
@@ -134,7 +142,7 @@ def run_bisect(req: BisectRequest, settings_for: Callable[[BisectRequest], Any],
     import shutil
 
     shutil.rmtree(runner.good_package, ignore_errors=True)
-    doc = _result(req, bisect_id, repo, commits, search, steps, db, out)
+    doc = _result(req, bisect_id, repo, commits, search, steps, db, out, runner)
     record.set_status(db, bisect_id, record.DONE, {k: v for k, v in doc.items() if k != "steps"})
     report.write(out, doc)
     return doc
@@ -143,8 +151,12 @@ def run_bisect(req: BisectRequest, settings_for: Callable[[BisectRequest], Any],
 class _Stepper:
     """Build, deploy and measure one revision."""
 
-    def __init__(self, req: BisectRequest, settings: Any, db: Path, bisect_id: str, out: Path) -> None:
+    def __init__(self, req: BisectRequest, settings: Any, db: Path, bisect_id: str, out: Path, *, last: int) -> None:
         self.req, self.settings, self.db, self.bisect_id, self.out = req, settings, db, bisect_id, out
+        self.last = last  # the bad end's index
+        self.threshold: float | None = req.threshold
+        self.threshold_reason = "given (--threshold)" if req.threshold is not None else None
+        self.no_regression = False  # the bad end did not measure slower than the good one
         self.good_package: Path | None = None  # a copy of the good revision's package (perf metrics)
         self.good_dest: str | None = None
         self.good_revision: str | None = None
@@ -153,8 +165,7 @@ class _Stepper:
         self.local_model = local if local is not None and local.is_file() else None
         model = self.local_model.name if self.local_model else req.model
         if req.metric in ("eval", "prompt"):
-            self.job: Any = PerfJob(target=req.target, model=model, metric=req.metric, threshold=req.threshold,
-                                    reps=req.reps, ndev=req.ndev, devices=req.devices, threads=req.threads,
+            self.job: Any = PerfJob(target=req.target, model=model, metric=req.metric, reps=req.reps, ndev=req.ndev, devices=req.devices, threads=req.threads,
                                     ubatch=req.ubatch, knobs=list(req.knobs), extra=list(req.extra), dest=req.dest,
                                     models_dir=req.models_dir, timeout=req.timeout,
                                     allow_cpu_fallback=req.allow_cpu_fallback, db=str(db))
@@ -202,6 +213,22 @@ class _Stepper:
         ui.info(f"step {number}: {commit.short} is {word}" + (f" ({report._fig(st, report.unit_of(self.req.metric))})"
                                                              if st.get("median") is not None else ""))
         return st
+
+    def after(self, st: dict[str, Any], *, announce: bool = False) -> None:
+        """What the bad end's step settles when the threshold follows the measured ends: the
+        threshold (said with its reason), or that there is no regression to find."""
+        if st["index"] != self.last or self.req.threshold is not None or not isinstance(self.job, PerfJob):
+            return
+        if st["verdict"] == BAD:
+            self.threshold, self.threshold_reason = threshold_from_ends(st, report.unit_of(self.req.metric))
+            if announce:
+                ui.info(f"threshold {self.threshold:.3f}x the good revision: {self.threshold_reason}")
+        elif st.get("ratio") is not None:
+            self.no_regression = True  # measured, and not slower beyond the noise
+        elif announce:
+            raise BisectUndecided(f"the bad revision {st['short']} {st['verdict']}: {st.get('reason')}; the threshold "
+                                  "follows the measured ends, and this end has no figure",
+                                  hint="pick a --bad revision that builds and runs, or give --threshold RATIO")
 
     def _skip(self, st: dict[str, Any], reason: str, **times: float) -> dict[str, Any]:
         ui.warn(f"step {st['step']}: {st['short']} skipped: {reason}")
@@ -276,18 +303,22 @@ class _Stepper:
                 raise UsageError(f"the good revision's package kept at {self.good_package} is gone, so the revisions "
                                  "cannot be measured beside it", hint="start the bisect again")
             prior_good = record.prior_runs(self.db, f"{st['bench_id']}-good", self.job.metric) if good_dest else []
+            confirming = st["index"] == self.last and self.req.threshold is None
             return measure_perf(self.job, self.settings, bench_id=st["bench_id"], logs=self.out / "logs" / st["short"],
                                 prior=prior, good_dest=good_dest, prior_good=prior_good,
-                                revisions=(st.get("revision"), self.good_revision))
+                                revisions=(st.get("revision"), self.good_revision),
+                                threshold=CONFIRM if confirming or self.threshold is None else self.threshold)
         return measure_gate(self.job, self.settings, out=self.out / "tests" / st["short"])
 
 
 def _result(req: BisectRequest, bisect_id: str, repo: Repo, commits: list[Commit], search: Search,
-            steps: list[dict[str, Any]], db: Path, out: Path) -> dict[str, Any]:
+            steps: list[dict[str, Any]], db: Path, out: Path, runner: _Stepper) -> dict[str, Any]:
     by_index = {s["index"]: s for s in steps}
     doc: dict[str, Any] = {
         "schema": report.SCHEMA, "bisect_id": bisect_id, "source": str(repo.top), "target": req.target,
-        "model": req.model, "metric": req.metric, "threshold": req.threshold, "reps": req.reps,
+        "model": req.model, "metric": req.metric, "threshold": runner.threshold,
+        "threshold_source": None if runner.threshold is None else ("given" if req.threshold is not None else "measured"),
+        "threshold_reason": runner.threshold_reason, "reps": req.reps,
         "good": commits[0].to_json(), "bad": commits[-1].to_json(), "revisions": len(commits),
         "steps_taken": len(steps), "expected_steps": expected_steps(len(commits)),
         "skipped": sum(s["verdict"] == SKIP for s in steps), "baseline": by_index.get(0, {}),
@@ -296,7 +327,7 @@ def _result(req: BisectRequest, bisect_id: str, repo: Repo, commits: list[Commit
     if first is not None:
         doc.update(status="found", first_bad={**by_index[first], "index": first},
                    last_good={**by_index[search.lo], "index": search.lo})
-    elif search.verdicts.get(len(commits) - 1) == GOOD:
+    elif search.verdicts.get(len(commits) - 1) == GOOD or runner.no_regression:
         doc.update(status="no-regression", bad_step=by_index[len(commits) - 1])
     else:
         doc.update(status="ambiguous", suspects=[{**commits[i].to_json(), "index": i,
@@ -348,7 +379,7 @@ def raise_unless_found(doc: dict[str, Any]) -> None:
     if doc["status"] == "found":
         return
     if doc["status"] == "no-regression":
-        raise BisectUndecided(f"the bad revision {doc['bad']['short']} measured good: no regression to find "
+        raise BisectUndecided(f"the bad revision {doc['bad']['short']} {report.no_regression(doc)}: no regression to find "
                               f"(details in {doc['files']['markdown']})", details={"result": doc})
     names = ", ".join(c["short"] for c in doc["suspects"])
     raise BisectUndecided(f"skipped revisions leave {len(doc['suspects'])} candidates for the first bad commit: {names}",

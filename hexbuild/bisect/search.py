@@ -2,13 +2,16 @@
 
 Revisions are indexed oldest first: 0 is the good revision (measured first, as the baseline),
 n - 1 the bad one. The first bad commit is the lowest index whose verdict is bad with every
-lower index good. While the bad end is only the user's word, a step at index m settles more
-than the midpoint would: the side that comes back bad has its bad end measured, so the split
-puts 2^(t-1) candidates there and 2^(t-1) - 1 on the other side, t = ceil(log2(candidates + 1)).
-That way n revisions take ceil(log2 n) measured steps after the baseline, and the figures of
-both sides of the first bad commit are always measured. Skipped revisions (did not build, did
-not run, or the noise did not settle) are stepped around, as ``git bisect skip`` does; when
-only skipped ones are left between a good and a bad, the result names them all.
+lower index good. The ends are confirmed before the search, as ``git bisect`` users do by hand:
+the bad revision is measured right after the good one (a bad end that measures good ends the
+search: there is no regression to find), then each step halves the candidates between the
+highest good and the lowest bad, so n revisions take 2 + ceil(log2(n - 1)) measured steps, and
+the figures of both sides of the first bad commit are always measured. Skipped revisions (did
+not build, did not run, or the noise did not settle) are stepped around, as ``git bisect skip``
+does; when only skipped ones are left between a good and a bad, the result names them all. A
+bad end that is skipped leaves the bad end the user's word: a step then settles more than the
+midpoint would (the side that comes back bad has its bad end measured: 2^(t-1) candidates
+there and 2^(t-1) - 1 on the other side, t = ceil(log2(candidates + 1))).
 """
 
 from __future__ import annotations
@@ -63,6 +66,10 @@ class Search:
             return 0
         if self.verdicts[0] != GOOD:
             return None
+        if self.n - 1 not in self.verdicts:
+            return self.n - 1  # the bad end, confirmed before the search
+        if self.verdicts[self.n - 1] == GOOD:
+            return None  # the bad revision measured good: no regression to find
         left = self.candidates()
         if not left:
             return None
@@ -89,6 +96,6 @@ class Search:
 
 
 def expected_steps(n: int) -> int:
-    """Measured steps of a search over n revisions with nothing skipped: the baseline, then
-    ceil(log2 n) (the bad end measured when it is the answer)."""
-    return 1 + math.ceil(math.log2(n))
+    """Measured steps of a search over n revisions with nothing skipped: the two ends, then
+    ceil(log2(n - 1)) halvings of the revisions between them."""
+    return 2 + math.ceil(math.log2(n - 1))

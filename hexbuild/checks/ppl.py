@@ -71,6 +71,9 @@ def invocation(target, req: PplRequest, *, cpu: bool) -> tuple[runner.Invocation
                            ndev=req.ndev, devices=req.devices, model=model, extra=args, prompt_file=req.text)
     prepared = runner.prepare_on(target, rr)
     inv = prepared.invocation
+    if inv.cpu_only and not cpu:  # runner/defaults.py: no offload without the Hexagon backend
+        at = next(i for i in range(len(inv.argv) - 1) if inv.argv[i:i + 2] == ["-ngl", "99"])
+        del inv.argv[at:at + 2]
     inv.argv += ["-f", prepared.prompt_upload[1] if prepared.prompt_upload else req.text]
     if cpu:  # the backend off in both vocabularies: NDEV=0 (0.3.20) and no device (every revision)
         inv.env = {k: v for k, v in inv.env.items() if k != "GGML_HEXAGON_DEVICES"}

@@ -16,7 +16,7 @@ def bench_command(
     ndev: Optional[str] = typer.Option(None, "--ndev", help="Session counts, e.g. 1,2,4."),
     devices: Optional[List[str]] = typer.Option(None, "--devices", metavar="LIST", help="A device list, e.g. HTP0,HTP1; repeat for several (each one configuration)."),
     ubatch: Optional[str] = typer.Option(None, "--ubatch", help="ubatch sizes, e.g. 256,512 (default: run.ubatch)."),
-    threads: Optional[str] = typer.Option(None, "--threads", help="CPU thread counts, e.g. 4,6 (default: run.threads)."),
+    threads: Optional[str] = typer.Option(None, "--threads", help="CPU thread counts, e.g. 4,6 (default: run.threads when set, else the target's: this machine's cores on local: and qemu:, 6 on a phone)."),
     batch: Optional[str] = typer.Option(None, "--batch", help="Batch sizes (default: llama-bench's)."),
     model: Optional[str] = typer.Option(None, "--model", "-m", help="Model files, e.g. a.gguf,b.gguf (default: run.model)."),
     repeat: int = typer.Option(1, "--repeat", "-r", min=1, max=100, help="Runs per configuration; results are medians."),
@@ -41,6 +41,7 @@ def bench_command(
     memory roofline (peak DRAM bandwidth / bytes read per token), with the bandwidth's source.
     Arguments after -- go to llama-bench."""
     from ..bench import matrix as bench
+    from ..runner.defaults import given_threads
     from ..ui import ui
 
     s = common.settings(**{"run.results_dir": None, "deploy.dest": dest, "deploy.models_dir": models_dir})
@@ -51,12 +52,18 @@ def bench_command(
         ndev=bench.int_list(ndev, "--ndev", maximum=16) or ([] if devices else [s["run.ndev"] or 1]),
         devices=list(dict.fromkeys(d.strip() for d in devices or [] if d.strip())),
         ubatch=bench.int_list(ubatch, "--ubatch") or [s["run.ubatch"]],
-        threads=bench.int_list(threads, "--threads") or [s["run.threads"]],
+        threads=bench.int_list(threads, "--threads") or ([t] if (t := given_threads(s)) else []),
         batch=bench.int_list(batch, "--batch"),
         repeat=repeat, knobs=ctx.meta.get("hexbuild.knobs", []), extra=ctx.meta.get("hexbuild.extra", []),
         dest=s["deploy.dest"], models_dir=s["deploy.models_dir"], out=out or "", timeout=timeout, db=db,
         allow_cpu_fallback=allow_cpu_fallback, sessions_given=bool(ndev or devices or s["run.ndev"]),
         gguf=list(gguf or []), soc=soc, peak_gbs=peak_bandwidth)
+    from ..deploy.models import check_local
+    from ..plan.gguf_layout import require_model_file
+
+    check_local(req.models)  # local models and --gguf copies are GGUF files before any target is opened
+    for g in req.gguf:
+        require_model_file(g)
     result = bench.run(req, s)
     ui.info(f"results in {result['out']}")
     ui.result(result, bench.markdown(result["results"]))

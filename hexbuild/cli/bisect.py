@@ -18,7 +18,7 @@ def bisect_command(
     target: Optional[str] = typer.Option(None, "-t", "--target", help="Target to deploy to and measure on (default: run.target)."),
     model: Optional[str] = typer.Option(None, "--model", "-m", help="A GGUF here (deployed with the first step) or a name in the models directory."),
     metric: str = typer.Option("eval", "--metric", metavar="eval|prompt|ppl|ops", help="eval or prompt tokens/s (llama-bench), or the ppl / ops gate of hexbuild test."),
-    threshold: float = typer.Option(0.95, "--threshold", metavar="RATIO", help="eval/prompt: a revision is bad below RATIO x the good revision's figure, beyond the noise."),
+    threshold: Optional[float] = typer.Option(None, "--threshold", metavar="RATIO", help="eval/prompt: a revision is bad below RATIO x the good revision's figure, beyond the noise (default: the geometric middle of the measured good and bad ends)."),
     reps: int = typer.Option(10, "--reps", min=1, max=50, help="eval/prompt: the most runs per revision, each paired with a run of the good one (the first decision after 5)."),
     ndev: Optional[int] = typer.Option(None, "--ndev", min=1, max=16, help="HTP sessions HTP0..HTP{N-1}."),
     devices: Optional[str] = typer.Option(None, "--devices", metavar="LIST", help="Device list, e.g. HTP0:0,HTP0:1."),
@@ -47,8 +47,9 @@ def bisect_command(
 
     Works in a git worktree of the checkout (left as it was, Ctrl-C included): each step builds
     the revision (only what changed is rebuilt), deploys it (only changed files travel) and
-    measures it, llama-bench repeated until the median and its spread decide against
-    --threshold x the good revision's figure, or skips it. Every step goes into the bench
+    measures it, llama-bench repeated until the median and its spread decide against the
+    threshold (the geometric middle of the measured ends, or --threshold) x the good
+    revision's figure, or skips it. Every step goes into the bench
     history; the result names the first bad commit, its subject, the figures on both sides and
     the steps taken, with bisect.json, bisect.md and a chart. --hex-KNOB VALUE and arguments
     after -- go to llama-bench."""

@@ -49,6 +49,10 @@ def deploy_command(
         raise UsageError(f"--ndev must be from 1 to 16, got {ndev}")
     if rollback and (model or ndev or verify):
         raise UsageError("--rollback switches installs only; it takes no --model, --ndev or --verify")
+    from ..deploy.models import require_gguf
+
+    for m in model or []:  # the models are what they claim before the package is read
+        require_gguf(m)
     pkg = _early_package(package, rollback)
     targets = []
     try:

@@ -34,6 +34,10 @@ def explain(
     if target:
         from ..diagnose import check_device
         from ..runner import open_target
+        from ..runner.proof import fit_diagnosis
+
+        fitted = fit_diagnosis(target, {"fix": expl.fix, "checks": expl.checks}) or {}
+        expl.fix, expl.checks = fitted["fix"], list(fitted["checks"])  # the checks that target has
 
         s = common.settings(**{"deploy.dest": dest})
         with open_target(target, s) as t:

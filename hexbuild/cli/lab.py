@@ -80,7 +80,7 @@ def run_command(
     serve_artifacts: Optional[str] = typer.Option(None, "--serve-artifacts", metavar="HOST:PORT", help="Serve the job tarball from here while the jobs run."),
     publish: Optional[str] = typer.Option(None, "--publish", metavar="CMD", help="Publish the job tarball with CMD ({path}, {name} filled in)."),
     artifact_url: Optional[str] = typer.Option(None, "--artifact-url", metavar="TEMPLATE", help="Where the workers download it ({name}; with --serve-artifacts also {path}, {port})."),
-    timeout: Optional[float] = typer.Option(None, "--timeout", min=60, metavar="S", help="The job's own timeout in the lab (default 3600)."),
+    timeout: Optional[float] = typer.Option(None, "--timeout", metavar="S", help="The job's own timeout in the lab, shared out among its deploy, boot and test (default 3600, at least 90)."),
     queue_timeout: Optional[float] = typer.Option(None, "--queue-timeout", min=1, metavar="S", help="Seconds a job may wait for a board (default: lab.queue_timeout)."),
     ndev: Optional[int] = typer.Option(None, "--ndev", min=1, max=16, help="HTP sessions HTP0..HTP{N-1}."),
     htp_devices: Optional[str] = typer.Option(None, "--htp-devices", metavar="LIST", help="HTP device list, e.g. HTP0:0,HTP0:1."),
@@ -104,6 +104,7 @@ def run_command(
     the lab failed the job (incomplete, no board in --queue-timeout, a refused token)."""
     from ..errors import UsageError
     from ..lab import plan as lab_plan, session
+    from ..runner.defaults import given_threads
     from ..lab.definition import BOARD_OSES
     from pathlib import Path
 
@@ -115,6 +116,9 @@ def run_command(
         raise UsageError(f"--board-os must be one of {', '.join(BOARD_OSES)}, got {board_os!r}")
     if not s["lab.url"]:
         raise UsageError("no lab: give --lab URL or set lab.url")
+    from ..deploy.models import check_local
+
+    check_local([model])  # a local model is a GGUF before the lab is asked anything
     from ..lab.client import base_url
 
     base_url(s["lab.url"])  # a URL that is not one is one line before anything is packed
@@ -127,7 +131,7 @@ def run_command(
         raise UsageError("--baseline/--fail-below judge a bench job")
     req = lab_plan.LabRequest(kind=kind, package=Path(package), model=model, ndev=ndev, htp_devices=htp_devices,
                               knobs=ctx.meta.get("hexbuild.knobs", []), extra=extra,
-                              threads=None if s.origin("run.threads") == "default" else s["run.threads"],
+                              threads=given_threads(s),
                               ubatch=s["run.ubatch"], prompt_file=prompt_file, bundle_runtime=bundle_runtime,
                               sysroot=s["linux.sysroot"], ops=ops_req, ppl=ppl_req)
     opts = session.options(s, count=devices, tags=_list(tags), timeout_s=timeout or 3600.0, db=db,
@@ -152,8 +156,8 @@ def _report(outcomes) -> None:
         j = o.doc.get("job") or {}
         ui.info(f"job {o.job_id} on {j.get('device') or '?'}: {j.get('health')} in {j.get('duration_s')}s "
                 f"(queued {j.get('queued_s')}s), exit {o.exit_code}: {j.get('url')}")
-        if ui.json:
-            text = json.dumps(o.doc, indent=2 if len(outcomes) == 1 else None, default=str)
+        if ui.json:  # each job's document carries what was said here, as every --json document does
+            text = json.dumps(ui.with_said(o.doc), indent=2 if len(outcomes) == 1 else None, default=str)
             sys.stdout.write(text + "\n")
         elif o.human:
             sys.stdout.write(o.human if o.human.endswith("\n") else o.human + "\n")

@@ -94,7 +94,8 @@ def _global_parameters() -> list[inspect.Parameter]:
             help="Machine output on stdout (JSON); human progress stays on stderr.")),
         inspect.Parameter("_hexbuild_verbose", kw, annotation=int, default=typer.Option(
             0, "-v", "--verbose", count=True, expose_value=False, is_eager=True, callback=_set_verbose,
-            rich_help_panel=_PANEL, help="Print every external command and container spec; tracebacks.")),
+            rich_help_panel=_PANEL, show_default=False, metavar="",  # a flag, counted (-vv), not -v N
+            help="Print every external command and container spec; tracebacks. Repeat for more: -vv.")),
         inspect.Parameter("_hexbuild_quiet", kw, annotation=bool, default=typer.Option(
             False, "-q", "--quiet", expose_value=False, is_eager=True, callback=_set_quiet,
             rich_help_panel=_PANEL, help="Only errors on stderr.")),
@@ -175,7 +176,9 @@ def command_module(argv: list[str]) -> str | None:
 def _fail(err: errors.HexbuildError) -> int:
     try:
         if ui.json and not ui.result_emitted:
-            sys.stdout.write(json.dumps({"error": err.to_json()}) + "\n")
+            doc: dict = {"error": err.to_json()}  # and what was said before it (-q kept it off stderr)
+            doc.update({k: v for k, v in (("warnings", ui.warnings), ("notes", ui.notes)) if v})
+            sys.stdout.write(json.dumps(doc) + "\n")
             sys.stdout.flush()
         ui.error(err.message, hint=err.hint)
     except BrokenPipeError:

@@ -21,6 +21,7 @@ def package(
     from pathlib import Path
 
     from ..artifacts import default_name, is_cpu_only, load_meta, package_os, require_llama_package, write_package
+    from ..artifacts.tarball import check_package
     from ..ui import human_size, ui
 
     s = common.settings(**{"build.os": os_name})
@@ -32,8 +33,9 @@ def package(
     out = Path(output) if output else Path(name)
     if out.is_dir():
         out = out / name
+    entries = check_package(path, out)  # what it would refuse, before it says it packs
     ui.info(f"packing {path} -> {out}")
-    result = write_package(path, out, meta)
+    result = write_package(path, out, meta, entries=entries)
     ui.result(result.to_json(),
               f"{result.path}  {human_size(result.size)}  {len(result.manifest['files'])} files\n"
               f"sha256 {result.sha256}")

@@ -35,16 +35,16 @@ def profile(
 ) -> None:
     """Per-op time on the NPU from profile-op lines (both formats): count, total/avg/max µs and cycles."""
     from ..results import profile as prof
-    from ..paths import atomic_write
+    from ..paths import atomic_write, output_mode
     from ..ui import ui
 
     doc = prof.read(log, device=device, op_filter=op_filter, top=top, sort=sort)
     if csv_out:
-        atomic_write(_path(csv_out), prof.csv_text(doc))
+        atomic_write(_path(csv_out), prof.csv_text(doc), mode=output_mode())
     if md_out:
-        atomic_write(_path(md_out), prof.markdown(doc))
+        atomic_write(_path(md_out), prof.markdown(doc), mode=output_mode())
     if chart:
-        atomic_write(_path(chart), prof.chart_png(doc))
+        atomic_write(_path(chart), prof.chart_png(doc), mode=output_mode())
     ui.result(doc, prof.markdown(doc))
 
 
@@ -59,7 +59,7 @@ def trace(
 
     from ..errors import UsageError
     from ..results.trace import trace as make_trace
-    from ..paths import atomic_write
+    from ..paths import atomic_write, output_mode
     from ..ui import ui
 
     if log == "-":
@@ -70,7 +70,7 @@ def trace(
             raise UsageError(f"{log}: no such file")
         with path.open("r", encoding="utf-8", errors="replace") as f:
             doc = make_trace(f, source=log)
-    atomic_write(_path(output), json.dumps(doc, separators=(",", ":")) + "\n")
+    atomic_write(_path(output), json.dumps(doc, separators=(",", ":")) + "\n", mode=output_mode())
     n = sum(1 for e in doc["traceEvents"] if e["ph"] != "M")
     summary = {"output": output, "events": n, "sessions": doc["otherData"]["sessions"]}
     ui.result(summary, f"{n} events from {', '.join(summary['sessions'])} in {output} (open it in Perfetto)")

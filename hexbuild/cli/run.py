@@ -78,11 +78,13 @@ def run_command(
     The session selection, GGML_HEXAGON_* knobs, tool name
     and injected defaults follow what the deployed revision understands; arguments after -- reach
     the program exactly as given and replace the defaults they name. Exits with the program's
-    exit code; a run that asked for HTP sessions and fell back to the CPU exits 12 (the
+    exit code (128+N when signal N killed it, as a shell says); a run that asked for HTP
+    sessions and fell back to the CPU exits 12 (the
     dispatch proof, in the JSON result's "dispatch"). --hex-KNOB VALUE sets GGML_HEXAGON_KNOB
     (--hex-nhvx 4, --hex-hostbuf 0, ...)."""
     from .. import runner
-    from ..errors import UsageError
+    from ..errors import UsageError, shell_status
+    from ..runner.defaults import given_threads
     from ..ui import ui
 
     if kind not in runner.KINDS:
@@ -95,12 +97,12 @@ def run_command(
         ndev=ndev if ndev is not None else (None if devices is not None else (s["run.ndev"] or None)),
         devices=devices, model=s["run.model"] or None, prompt_file=prompt_file,
         knobs=ctx.meta.get("hexbuild.knobs", []), extra=ctx.meta.get("hexbuild.extra", []),
-        threads=None if s.origin("run.threads") == "default" else s["run.threads"], ubatch=s["run.ubatch"], results_dir=s["run.results_dir"], timeout=timeout)
+        threads=given_threads(s), ubatch=s["run.ubatch"], results_dir=s["run.results_dir"], timeout=timeout)
     if print_only:
         prepared = runner.prepare(req, s, offline_ok=True)
         prepared.target.close()
         if prepared.cpu_only:
-            ui.warn(prepared.cpu_only)
+            prepared.cpu_only.say()
         inv = prepared.invocation
         ui.result({"target": req.target, **inv.to_json()}, inv.command_line())
         return
@@ -124,7 +126,7 @@ def run_command(
         doc["roofline"] = roof
     ui.result(doc)
     if record.exit_code:
-        raise typer.Exit(record.exit_code)
+        raise typer.Exit(shell_status(record.exit_code))
     runner.check_dispatch(record, allow_cpu_fallback=allow_cpu_fallback)
 
 

@@ -33,6 +33,7 @@ serve_app = typer.Typer(cls=ServeGroup, invoke_without_command=True, no_args_is_
 def _request(s, *, package, port, device_port, ctx_size, ndev, devices, allow_cpu_fallback, ready_timeout, knobs,
              extra, stream_log):
     from ..errors import UsageError
+    from ..runner.defaults import given_threads
     from ..serve.server import DEFAULT_PORT, ServeRequest
 
     if not s["run.target"]:
@@ -44,7 +45,7 @@ def _request(s, *, package, port, device_port, ctx_size, ndev, devices, allow_cp
         device_port=device_port, ctx=ctx_size,
         ndev=ndev if ndev is not None else (None if devices is not None else (s["run.ndev"] or None)),
         devices=devices, knobs=knobs, extra=extra, dest=s["deploy.dest"], models_dir=s["deploy.models_dir"],
-        threads=None if s.origin("run.threads") == "default" else s["run.threads"], ubatch=s["run.ubatch"], allow_cpu_fallback=allow_cpu_fallback,
+        threads=given_threads(s), ubatch=s["run.ubatch"], allow_cpu_fallback=allow_cpu_fallback,
         ready_timeout=ready_timeout, stream_log=stream_log)
 
 
@@ -160,6 +161,14 @@ def chat_command(
     from ..serve.chat import ChatOptions, run_chat
 
     s = common.settings(**{"run.target": target, "run.model": model})
+    from pathlib import Path
+
+    from ..artifacts import require_llama_package
+    from ..deploy.models import check_local
+
+    check_local([s["run.model"]])  # a local model and the package checked before a server is looked for
+    if package:
+        require_llama_package(Path(package))
     req = _request(s, package=package, port=port, device_port=None, ctx_size=ctx_size, ndev=ndev, devices=None,
                    allow_cpu_fallback=allow_cpu_fallback, ready_timeout=600.0,
                    knobs=ctx.meta.get("hexbuild.knobs", []), extra=ctx.meta.get("hexbuild.extra", []),

@@ -126,8 +126,8 @@ class DeployLock:
                 continue
             waited = time.monotonic() - t0
             if waited >= self.wait:
-                raise DeployFailed(
-                    f"{self.target.spec}: another deploy holds {self.path} ({holder.describe()})",
+                raise DeployFailed(  # the target's result names the target (raise_for_failures)
+                    f"another deploy holds {self.path} ({holder.describe()})",
                     hint=f"wait for it to finish, or give --wait SECONDS (waited {waited:.0f}s); "
                          f"a lock whose holder is gone or older than --stale-lock ({self.stale:g}s) is broken")
             if last_report is None or time.monotonic() - last_report >= REPORT_EVERY_S:
@@ -203,7 +203,7 @@ class DeployLock:
         res = self.target.sh(_REMOVE, self.path, token, "1" if ownerless else "", made, check=False,
                              what=f"removing the deploy lock {self.path}")
         if res.rc not in (0, 3):
-            raise DeployFailed(f"{self.target.spec}: cannot remove the deploy lock {self.path}: "
+            raise DeployFailed(f"cannot remove the deploy lock {self.path}: "
                                f"{(res.err or res.out).strip() or res.rc}")
 
 

@@ -68,7 +68,6 @@ def _check_npu(pkg: Package, opts: DeployOptions) -> None:
     once; launch scripts for HTP sessions (--ndev, deploy.ndev) of one are exit 12."""
     from ..artifacts.npu import cpu_only_note, sessions_refused
     from ..errors import CpuFallback
-    from ..ui import ui
 
     note = cpu_only_note(pkg.listing())
     if note is None:
@@ -76,4 +75,4 @@ def _check_npu(pkg: Package, opts: DeployOptions) -> None:
     if opts.ndev:
         message, hint = sessions_refused(str(pkg.root), "--ndev")
         raise CpuFallback(message, hint=hint)
-    ui.warn(note)
+    note.say()  # once per command (CpuOnly.say): bisect deploys the good revision beside every step's

@@ -27,12 +27,27 @@ class Model:
     sha256: str
 
 
-def local_model(path: Path) -> Model:
+def require_gguf(path: Path | str) -> Path:
+    """A local model as deploy ships it: a GGUF file named .gguf, or one line (exit 2: the same
+    rows as plan --model, a directory, nothing there, not GGUF). Cheap: a stat and four bytes."""
     from ..plan.gguf_layout import require_model_file
 
-    path = require_model_file(path)  # the same rows as plan --model: a directory, not GGUF
+    path = require_model_file(path)
     if not path.name.endswith(".gguf"):
         raise UsageError(f"not a .gguf model file: {path}")
+    return path
+
+
+def check_local(models: list[str | None]) -> None:
+    """Before any work: each model given as an existing local path is a GGUF (require_gguf); the
+    others are names in the device's models directory, paths on it, or URLs, for later."""
+    for m in models:
+        if m and "://" not in m and Path(m).expanduser().exists():
+            require_gguf(m)
+
+
+def local_model(path: Path) -> Model:
+    path = require_gguf(path)
     with HashCache() as cache:
         size, digest = cache.one(path)
     return Model(path, path.name, size, digest)

@@ -30,15 +30,20 @@ RUNTIME_DIR = "runtime"
 
 def package_os(pkg: Package) -> str | None:
     """android | linux from the manifest, else from the programs' interpreter; None if unknown."""
-    meta_os = pkg.meta.get("os")
+    return os_of(pkg.meta, {rel: f.local for rel, f in pkg.files.items()})
+
+
+def os_of(meta: dict, files: dict[str, Path]) -> str | None:
+    """``package_os`` of a manifest's metadata and the package's files (path in it → local file)."""
+    meta_os = meta.get("os")
     if meta_os in ("android", "linux"):
         return meta_os
     from ..artifacts.elf import NotElf, is_elf, read_elf
 
-    for rel, f in sorted(pkg.files.items()):
-        if rel.startswith("bin/") and is_elf(f.local):
+    for rel, local in sorted(files.items()):
+        if rel.startswith("bin/") and is_elf(local):
             try:
-                interp = read_elf(f.local).interpreter
+                interp = read_elf(local).interpreter
             except NotElf:
                 continue
             if interp:

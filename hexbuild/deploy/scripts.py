@@ -20,13 +20,12 @@ def launch_scripts_for(target: Target, info: DeviceInfo, pkg: Package, dest: str
     if not opts.ndev:
         return {}
     from ..runner import launch_scripts
-    from ..runner.commands import REVISION_CPU_MASK
+    from ..runner.defaults import run_defaults
 
     facts = opts.facts if opts.facts is not None else (pkg.meta.get("llama_cpp") or {})
     scripts = launch_scripts(facts=facts, dest=dest, models_dir=models_dir, ndev=opts.ndev, os=target.os,
                              htp_arch=info.htp_arch, runtime=opts.runtime if opts.runtime_files else None,
-                             launcher=target.launcher(), threads=str(target.default_threads() or 6),
-                             cpu_mask=target.fit_cpu_mask(REVISION_CPU_MASK))
+                             launcher=target.launcher(), defaults=run_defaults(target, pkg.listing()))
     for name in scripts:
         if "/" in name or name.startswith("."):
             raise DeployFailed(f"launch script name not allowed: {name!r}")

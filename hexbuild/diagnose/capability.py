@@ -28,8 +28,8 @@ def npu_check(target, manifest, dest: str, *, emulated: bool) -> Check:
                          fix=f"hexbuild deploy PKG --target {target.spec}, or pass --package PKG")
         return Check("npu", "info", "nothing deployed: what the package needs is unknown")
     if support == CPU:
-        if emulated:
-            return Check("npu", "ok", f"the package runs on the CPU only (no {HOST_LIB}), as {target.kind}: does")
+        if emulated:  # informational, as the one rule says of a CPU-only package everywhere
+            return Check("npu", "info", f"the package runs on the CPU only (no {HOST_LIB}), as {target.kind}: does")
         return Check("npu", "info", f"the package runs on the CPU only (no {HOST_LIB}): the FastRPC checks are "
                      "not required (an NPU package would need them)")
     if support == NPU:

@@ -22,6 +22,15 @@ BOARD_OSES = ("debian", "ubuntu", "oe", "fedora", "centos")
 # matches "root@" of "root@board:~# ", the "# " left over then ends its next wait at once, and
 # it copies the overlay before its `mkdir` ran.
 DEFAULT_PROMPTS = ("# ",)
+# The job's own timeout is shared out so that every inner one fits in it, as LAVA's validator
+# demands (each of timeouts.action, timeouts.connection and an action's timeout at most the
+# job's): the deploy (the overlay and the tarball, the model in it, to the board) a sixth of it,
+# the boot (the SSH login) a twelfth, each between STAGE_MIN_S and its cap, the SSH connection
+# no longer than the boot, and the test the rest. Below MIN_TIMEOUT_S a stage would get less than
+# STAGE_MIN_S: such a job is refused before anything is sent.
+STAGE_MIN_S = 30
+DEPLOY_MAX_S, BOOT_MAX_S, CONNECTION_MAX_S, ACTION_MAX_S = 600, 300, 120, 1800
+MIN_TIMEOUT_S = 3 * STAGE_MIN_S
 
 
 @dataclass
@@ -39,7 +48,26 @@ class JobSpec:
 
 
 def _timeout(seconds: float) -> dict[str, int]:
-    return {"seconds": max(1, int(round(seconds)))}
+    return {"seconds": max(1, int(seconds))}
+
+
+def check_timeout(seconds: float) -> None:
+    """A job timeout too short to share among LAVA's deploy, boot and test is bad input (exit 2)."""
+    from ..errors import UsageError
+
+    if seconds < MIN_TIMEOUT_S:
+        raise UsageError(f"--timeout {seconds:g} is too short for a lab job: the minimum is {MIN_TIMEOUT_S} s "
+                         f"({STAGE_MIN_S} s each for LAVA's deploy, boot and test)")
+
+
+def stage_timeouts(job_s: float) -> dict[str, int]:
+    """Whole seconds for each inner timeout of a job of ``job_s`` seconds: every one at most the
+    job's, and the deploy, boot and test adding up to it."""
+    job = int(job_s)
+    deploy = max(STAGE_MIN_S, min(DEPLOY_MAX_S, job // 6))
+    boot = max(STAGE_MIN_S, min(BOOT_MAX_S, job // 12))
+    return {"job": job, "deploy": deploy, "boot": boot, "test": job - deploy - boot,
+            "connection": min(CONNECTION_MAX_S, boot), "action": min(ACTION_MAX_S, job)}
 
 
 def _common(spec: JobSpec) -> dict[str, Any]:
@@ -49,8 +77,7 @@ def _common(spec: JobSpec) -> dict[str, Any]:
         "priority": spec.priority,
         "visibility": "public",
         # LAVA cuts the job at timeouts.job; hexbuild waits a little longer before it cancels
-        "timeouts": {"job": _timeout(spec.timeout_s), "action": _timeout(min(spec.timeout_s, 1800)),
-                     "connection": {"minutes": 2}},
+        "timeouts": {k: _timeout(stage_timeouts(spec.timeout_s)[k]) for k in ("job", "action", "connection")},
         "metadata": {"hexbuild.version": __version__, **spec.metadata},
     }
     if spec.tags:
@@ -58,18 +85,19 @@ def _common(spec: JobSpec) -> dict[str, Any]:
     return job
 
 
-def _test(spec: JobSpec) -> dict[str, Any]:
-    return {"timeout": _timeout(spec.timeout_s),
+def _test(spec: JobSpec, seconds: float | None = None) -> dict[str, Any]:
+    return {"timeout": _timeout(spec.timeout_s if seconds is None else seconds),
             "definitions": [{"from": "url", "repository": spec.artifact_url, "name": TEST_NAME, "path": TESTDEF}]}
 
 
 def board_job(spec: JobSpec) -> dict[str, Any]:
     """A job for an SSH-reachable Linux board (LAVA's ``ssh`` device type and its kin)."""
     job = _common(spec)
+    t = stage_timeouts(spec.timeout_s)
     job["actions"] = [
-        {"deploy": {"to": "ssh", "os": spec.board_os, "timeout": {"minutes": 10}}},
-        {"boot": {"method": "ssh", "connection": "ssh", "prompts": list(spec.prompts), "timeout": {"minutes": 5}}},
-        {"test": _test(spec)},
+        {"deploy": {"to": "ssh", "os": spec.board_os, "timeout": _timeout(t["deploy"])}},
+        {"boot": {"method": "ssh", "connection": "ssh", "prompts": list(spec.prompts), "timeout": _timeout(t["boot"])}},
+        {"test": _test(spec, t["test"])},
     ]
     return job
 

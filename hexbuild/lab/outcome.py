@@ -154,7 +154,7 @@ def _bench(steps, args, log, cases, spec, results_dir, stem):
     from ..bench.history import Recorder
 
     breq = matrix.BenchRequest(targets=[spec], models=list(args.get("models") or []),
-                               ubatch=list(args.get("ubatch") or [1024]), threads=list(args.get("threads") or [6]),
+                               ubatch=list(args.get("ubatch") or [1024]), threads=list(args.get("threads") or []),
                                knobs=[tuple(k) for k in args.get("knobs") or []],
                                extra=list(args.get("extra") or []), db=args.get("db"),
                                allow_cpu_fallback=bool(args.get("allow_cpu_fallback")))

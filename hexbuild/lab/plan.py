@@ -30,7 +30,7 @@ class LabRequest:
     htp_devices: str | None = None
     knobs: list[tuple[str, str]] = field(default_factory=list)
     extra: list[str] = field(default_factory=list)  # completion and bench: the program's own arguments
-    threads: int | None = None  # None: llama.cpp's scripts' 6
+    threads: int | None = None  # None: runner/defaults.py decides (a lab board: llama.cpp's scripts' 6)
     ubatch: int = 1024
     prompt_file: str | None = None
     bundle_runtime: bool = False
@@ -75,6 +75,41 @@ def install_manifest(pkg, *, bundle_runtime: bool = False, sysroot: str = "") ->
     return manifest, want
 
 
+def android_refused(package: Path) -> UsageError:
+    return UsageError(f"{package} is an Android package: a lab job runs a Linux package's programs on a "
+                      "board, and an Android program needs a phone",
+                      hint="build the Linux package (hexbuild build --os linux), or run on a phone (hexbuild run "
+                           "completion --target adb)")
+
+
+def check_package(package: Path) -> None:
+    """What a lab job can run, said before the lab is contacted (its token, its queue): a Linux
+    package; an Android one is exit 2 here, from the manifest alone. A package whose manifest
+    does not say is read whole by ``plan``, which refuses it the same way."""
+    import tarfile
+
+    from ..artifacts.manifest import parse_manifest, read_package_manifest, require_llama_package
+
+    meta = None
+    if package.is_dir():
+        from ..deploy.runtime import os_of
+
+        meta = read_package_manifest(require_llama_package(package)) or {}
+        bins = package / "bin"
+        programs = {f"bin/{p.name}": p for p in bins.iterdir() if p.is_file()} if bins.is_dir() else {}
+        meta = {**meta, "os": os_of(meta, programs)}  # no manifest: the programs' interpreter says
+    elif tarfile.is_tarfile(package):
+        with tarfile.open(package, "r:*") as tar:
+            member = next((m for m in tar.getmembers() if m.isfile() and m.name.lstrip("./").count("/") <= 1
+                           and m.name.endswith("manifest.json")), None)
+            f = tar.extractfile(member) if member is not None else None
+            meta = parse_manifest(f.read(), package) if f is not None else None
+    elif not package.exists():
+        raise UsageError(f"package not found: {package}")
+    if isinstance(meta, dict) and meta.get("os") == "android":
+        raise android_refused(package)
+
+
 def plan(req: LabRequest, spec: str) -> Planned:
     """The steps of one job for ``req``; ``spec`` names the boards (lava:TYPE) in the records."""
     from ..deploy import load_package
@@ -85,9 +120,7 @@ def plan(req: LabRequest, spec: str) -> Planned:
     pkg = load_package(req.package)
     try:
         if package_os(pkg) == "android":
-            raise UsageError(f"{req.package} is an Android package: a phone in a lab runs hexbuild itself "
-                             "(--docker-image), not the package's programs",
-                             hint="give --docker-image IMAGE (an image with hexbuild and adb), or a Linux package")
+            raise android_refused(req.package)
         manifest, want = install_manifest(pkg, bundle_runtime=req.bundle_runtime, sysroot=req.sysroot)
         out = Planned([], manifest, pkg)
         out.files.update({f"llama.cpp/{rel}": f.local for rel, f in want.items()})
@@ -157,9 +190,7 @@ def _run_step(board: PackageBoard, req: LabRequest, model: str | None, out: Plan
     prepared = runner.prepare_on(board, _rr(req, kind="completion", model=model, prompt_file=req.prompt_file))
     _ship_upload(out, prepared.prompt_upload)
     if prepared.cpu_only:
-        from ..ui import ui
-
-        ui.warn(prepared.cpu_only)
+        prepared.cpu_only.say()
     return Step("run", prepared.invocation, title=f"{prepared.invocation.tool} (hexbuild run completion)")
 
 
@@ -170,7 +201,7 @@ def _bench_steps(board: PackageBoard, req: LabRequest, model: str | None, out: P
         raise UsageError("no model: a bench job needs --model")
     breq = matrix.BenchRequest(targets=[board.spec], models=[model], ndev=[req.ndev] if req.ndev else
                                ([] if req.htp_devices else [1]), devices=[req.htp_devices] if req.htp_devices else [],
-                               ubatch=[req.ubatch], threads=[req.threads or 6], knobs=req.knobs,
+                               ubatch=[req.ubatch], threads=[req.threads] if req.threads else [], knobs=req.knobs,
                                extra=req.extra, dest=INSTALL, models_dir=MODELS,
                                sessions_given=bool(req.ndev or req.htp_devices))
     planned = matrix.plan_on(board, board.spec, breq)

@@ -52,6 +52,8 @@ class LabOptions:
 def options(s, **kw: Any) -> LabOptions:
     """The lab settings (lab.*, run.results_dir) as session options; ``kw`` overrides them."""
     prompts = kw.pop("prompts", None)
+    if "timeout_s" in kw:
+        definition.check_timeout(kw["timeout_s"])
     return LabOptions(url=s["lab.url"], token=s["lab.token"], device_type=s["lab.device_type"],
                       queue_timeout_s=s["lab.queue_timeout"], poll_s=s["lab.poll"],
                       serve=s["lab.serve_artifacts"] or None, publish=s["lab.publish"] or None,
@@ -296,6 +298,9 @@ def job_outcome(client: LavaClient, jid: int, *, results_dir: Path, timeout_erro
 
 def run(req: LabRequest, opts: LabOptions) -> list[JobOutcome]:
     """Everything `lab run` does; the outcomes in submission order."""
+    from .plan import check_package
+
+    check_package(req.package)  # bad input is exit 2, whatever the lab's state
     session = Session(req, opts)
     try:
         session.check_token()

@@ -1,7 +1,7 @@
 """Plan how a GGUF model splits across Hexagon (HTP) sessions (`hexbuild plan`).
 
 An HTP session maps a limited amount of memory (about 3.5 GiB, docs/backend/snapdragon/
-developer.md), so big models run on several sessions (GGML_HEXAGON_NDEV=N or, from the 0.3.32 tree,
+developer.md), so big models run on several sessions (GGML_HEXAGON_NDEV=N or, in the 0.3.36 tree,
 GGML_HEXAGON_DEVICES: devices HTP0..N-1, or named ones such as the virtual sessions HTP0:1)
 with llama.cpp's layer split. This module reads the GGUF tensor table (the header only, over an
 mmap; tensor data is never touched), sums the bytes of each layer, picks the smallest
@@ -61,7 +61,7 @@ from typing import Any
 from ..errors import UsageError
 from .gguf_layout import Layer, ModelLayout, read_gguf_header, read_model
 from .render import mib, render
-from ..plan_rules import ASSUMED, PlanRules
+from ..plan_rules import ASSUMED, NEWEST_KNOWN, PlanRules
 from .split import balance, bytes_per_session, llama_assign, min_max_cap, ratios_for, split_ends
 
 __all__ = ["DEFAULT_MAX_NDEV", "DEFAULT_VMEM", "LLAMA_MAX_DEVICES", "Layer", "ModelLayout", "balance", "llama_assign",
@@ -107,9 +107,11 @@ def make_plan(layout: ModelLayout, *, vmem: int = DEFAULT_VMEM, max_ndev: int = 
                          f"({', '.join(layout.rules.repack_types)}): nothing to place on the NPU")
     notes = list(layout.notes)
     if layout.rules.origin == "assumed":
-        notes.append("no revision given: assumed the rules of the newest known tree (0.3.36: "
-                     f"repacks {' '.join(layout.rules.repack_types)}; no row limit); pass --source, "
-                     "--package or --target for your revision's")
+        notes.append(f"no revision given: used the rules of the newest revision hexbuild knows, {NEWEST_KNOWN} "
+                     f"(repacks {' '.join(layout.rules.repack_types)}; no row limit; sessions of "
+                     f"{mib(int((layout.rules.vmem or {}).get('default_bytes') or DEFAULT_VMEM))} named by "
+                     f"{(layout.rules.device_selection or {}).get('devices_var') or 'GGML_HEXAGON_NDEV'}); "
+                     "pass --source, --package or --target for your revision's")
 
     def best(k: int) -> tuple[list[int], list[int] | None]:
         """(assignment, tensor_split) of the best split llama.cpp can be told to make."""
@@ -216,7 +218,7 @@ def plan_model(path: str, *, rules: PlanRules = ASSUMED, vmem: str | int | None 
 
 def _named_sessions(rules: PlanRules, ndev: int | None, devices: str | None) -> Any:
     """The sessions' names and the environment that opens them, in the revision's vocabulary
-    (GGML_HEXAGON_NDEV, or GGML_HEXAGON_DEVICES from the 0.3.32 tree): the same rules as
+    (GGML_HEXAGON_NDEV, or GGML_HEXAGON_DEVICES where the tree reads it: 0.3.36): the same rules as
     `run --devices` (hexbuild/runner/htp_sessions.py). Give one of ``ndev`` and ``devices``."""
     from ..runner.htp_sessions import sessions
     from ..runner.revision import Revision

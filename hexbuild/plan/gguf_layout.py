@@ -114,7 +114,7 @@ class _Cursor:
 
 
 def require_model_file(path: str | Path) -> Path:
-    """``path`` as a model file, or UsageError (exit 2, README's bad-input rows model-is-a-directory
+    """``path`` as a model file, or UsageError (exit 2, docs/bad-input.md's rows model-is-a-directory
     and model-not-gguf) for what is not one: a directory, nothing, a file without the GGUF magic
     (an HTML error page saved as .gguf). Damage after the magic is the reader's to find (exit 9)."""
     p = Path(path).expanduser()

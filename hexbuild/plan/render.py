@@ -39,7 +39,9 @@ def render(plan: dict[str, Any]) -> str:
 
 
 def _rules_line(rules: dict[str, Any]) -> str:
-    where = rules["origin"] if rules["origin"] == "assumed" else f"{rules['origin']} {rules['revision'] or '?'}"
+    where = f"{rules['origin']} {rules['revision'] or '?'}"
+    if rules["origin"] == "assumed":
+        where += ", the newest revision hexbuild knows: give --source, --package or --target for yours"
     limit = f"{rules['row_limit']} rows" if rules["row_limit"] else "none"
     line = f"rules ({where}): repacks {' '.join(rules['repack_types'])}; row limit {limit}"
     vmem = rules.get("vmem")

@@ -49,6 +49,7 @@ class Release(ReleaseStages):
         self.dist = options.dist
         self.started = time.time()
         self.warnings_before = len(ui.warnings)
+        self.notes_before = len(ui.notes)
         self.stages: list[Stage] = []
         self.built: dict[str, _Built] = {}
         self.assets: list[dict[str, Any]] = []
@@ -162,14 +163,9 @@ class Release(ReleaseStages):
 
     # -- pre-flight: everything that can be checked before a long build ----------------------
     def _preflight(self) -> None:
-        if self.opts.prebuilt:  # refused packages leave no dist directory behind
+        # bad input is refused before the dist directory is made: nothing is left behind
+        if self.opts.prebuilt:
             self._check_prebuilt()
-        try:
-            self.dist.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise UsageError(f"cannot create the dist directory {self.dist}: {e.strerror or e}") from None
-        if not os.access(self.dist, os.W_OK):
-            raise UsageError(f"the dist directory {self.dist} is not writable")
         if not self.opts.prebuilt and len(self.opts.oses) > 1:
             for key in ("build.build_dir", "build.install_dir"):
                 if self.settings[key]:
@@ -177,6 +173,12 @@ class Release(ReleaseStages):
                                      hint=f"unset {key} (each OS then uses the revision's own directories)")
         if self.opts.targets:
             self._open_targets()
+        try:
+            self.dist.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise UsageError(f"cannot create the dist directory {self.dist}: {e.strerror or e}") from None
+        if not os.access(self.dist, os.W_OK):
+            raise UsageError(f"the dist directory {self.dist} is not writable")
         self._remove_previous_assets()
 
     def _check_prebuilt(self) -> None:
@@ -193,7 +195,10 @@ class Release(ReleaseStages):
             explicit = label if eq and label in OSES else None
             path = Path(rest).expanduser() if explicit else Path(item)
             require_llama_package(path)
-            read_package_manifest(path)  # the one rule, before anything is built or written
+            recorded = (read_package_manifest(path) or {}).get("os")  # the one rule, before anything is written
+            if explicit and recorded in OSES and recorded != explicit:
+                raise UsageError(f"--prebuilt {item}: the package's manifest says os: {recorded}, not {explicit}",
+                                 hint=f"label it {recorded}={rest}, or give the {explicit} package")
             flag = explicit or (self.opts.oses[0] if single and self.opts.os_given else None)
             oses.append(package_os(path, flag, self.settings["build.os"]))
             paths.append(path)
@@ -260,6 +265,7 @@ class Release(ReleaseStages):
             "dist": str(self.dist),
             "strict": self.opts.strict,
             "warnings": self._new_warnings(),
+            "notes": list(ui.notes[self.notes_before:]),  # facts the release chose (a CPU-only build): not --strict's
             "ci": ui.ci,
             "stages": [s.to_json() for s in self.stages],
             "artifacts": [{k: a[k] for k in ("name", "os", "path", "size", "sha256")} for a in self.assets],

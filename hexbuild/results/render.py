@@ -39,7 +39,8 @@ def render(data: dict[str, Any]) -> str:
         hx = log["hexagon"]
         if hx:
             skel = next((s["skel"] for s in hx["sessions"] if s["skel"]), None)
-            table.add_row("hexagon", f"v{hx['arch']}  sessions {len(hx['sessions'])}" + (f"  skel {skel}" if skel else ""))
+            arch = f"v{hx['arch']}" if hx["arch"] is not None else "arch not printed"  # a session that never opened
+            table.add_row("hexagon", f"{arch}  sessions {len(hx['sessions'])}" + (f"  skel {skel}" if skel else ""))
             for err in hx["errors"]:
                 table.add_row("", Text(err))
         ops = log["backend_ops"]

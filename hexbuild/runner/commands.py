@@ -12,6 +12,7 @@ from pathlib import PurePosixPath
 from typing import Any, Mapping, Sequence
 
 from ..errors import UsageError
+from .defaults import PHONE, REVISION_CPU_MASK, RunDefaults
 from .flags import flag_table, given_groups
 from .htp_sessions import Sessions
 from .knobs import VERBOSE_KNOBS
@@ -19,6 +20,8 @@ from .revision import Revision
 from .templating import render_template
 
 KINDS = ("completion", "cli", "bench", "server", "tool", "mtmd")
+# The defaults that only mean something with the Hexagon backend (runner/defaults.py: npu).
+NPU_GROUPS = frozenset({"device", "ngl", "poll", "backend"})
 
 
 @dataclass
@@ -30,12 +33,14 @@ class Invocation:
     cwd: str
     defaults: list[tuple[str, list[str]]] = field(default_factory=list)  # (group, argv) injected
     cpu_only: bool = False  # the package has no HTP libraries: no session to ask for or check
+    launcher: list[str] = field(default_factory=list)  # what the target starts the program with (qemu:'s emulator)
 
     def command_line(self) -> str:
-        """What runs on the device, as one line a shell would read back into the same argv."""
+        """What runs on the device, as one line a shell would read back into the same argv, with
+        the target's launcher (``qemu-aarch64 -L SYSROOT --`` on qemu:): it runs as printed."""
         parts = [f"cd {shlex.quote(self.cwd)} &&"]
         parts += [f"{k}={shlex.quote(v)}" for k, v in self.env.items()]
-        parts += [shlex.quote(a) for a in self.argv]
+        parts += [shlex.quote(a) for a in [*self.launcher, *self.argv]]
         return " ".join(parts)
 
     def to_json(self) -> dict[str, Any]:
@@ -111,19 +116,17 @@ def check_args(args: Sequence[str], what: str) -> None:
             raise UsageError(f"{what} contains a NUL character, which no program argument can hold")
 
 
-# The CPU mask the older trees' adb run scripts pin llama.cpp's threads with: a phone's cores 2-7
-# (the big ones). Targets fit it to their machine (Target.fit_cpu_mask).
-REVISION_CPU_MASK = "0xfc"
+__all__ = ["KINDS", "REVISION_CPU_MASK", "Invocation", "check_args", "model_path", "render", "resolve_tool"]
 
 
 def render(kind: str, *, rev: Revision, dest: str, models_dir: str, sessions_: Sessions,
            knobs: Mapping[str, str] | None = None, model: str | None = None, prompt_path: str | None = None,
-           extra: Sequence[str] = (), threads: str = "6", ubatch: str = "1024", batch: str | None = None,
-           bench_output: str | None = None, installed: set[str] | None = None, npu: bool = True,
-           cpu_mask: str | None = REVISION_CPU_MASK) -> Invocation:
+           extra: Sequence[str] = (), ubatch: str = "1024", batch: str | None = None,
+           bench_output: str | None = None, installed: set[str] | None = None,
+           defaults: RunDefaults = PHONE) -> Invocation:
     """The argv + env + cwd for one run of a tool kind, with the user's ``extra`` args last.
-    ``npu=False`` (a package without the Hexagon backend) injects no HTP device selection;
-    ``cpu_mask`` is the target's fit of the revision's mask (None: no mask, no --cpu-strict)."""
+    ``defaults`` (runner/defaults.py, the one place that decides them for a target and a
+    package): the threads, the CPU mask, and whether the NPU's selection, -ngl and --poll go in."""
     if kind not in KINDS:
         raise UsageError(f"unknown tool kind {kind!r}; valid: {', '.join(KINDS)}")
     check_args(extra, "an argument")
@@ -137,22 +140,25 @@ def render(kind: str, *, rev: Revision, dest: str, models_dir: str, sessions_: S
     context = {
         "kind": kind, "tool": tool, "style": rev.style, "lib": lib, "session_env": sessions_.env,
         "knobs": dict(knobs or {}), "model_path": model_path(model, models_dir), "prompt_path": prompt_path,
-        "threads": str(threads), "ubatch": str(ubatch), "batch": None if batch is None else str(batch),
+        "threads": defaults.threads, "ubatch": str(ubatch), "batch": None if batch is None else str(batch),
         "ctx_size": "8192", "device_arg": ",".join(names), "bench_devices": "/".join(names),
         "first_device": names[0] if names else None, "bench_output": bench_output,
         "backend_ops": PurePosixPath(tool).name == "test-backend-ops",
-        "verbose": any(k in (knobs or {}) for k in VERBOSE_KNOBS), "npu": npu, "cpu_mask": cpu_mask,
+        "verbose": any(k in (knobs or {}) for k in VERBOSE_KNOBS), "npu": defaults.npu,
+        "cpu_mask": defaults.cpu_mask,
     }
     name = f"commands/{kind}.j2"
-    tool_name, env, defaults = _parse_command_spec(render_template(name, **context), name)
+    tool_name, env, injected = _parse_command_spec(render_template(name, **context), name)
+    if not defaults.npu:  # whatever a template says: no NPU selection, -ngl or --poll without the backend
+        injected = [(g, a) for g, a in injected if g not in NPU_GROUPS]
     table = flag_table(kind, tool_name)
-    unknown = [g for g, _ in defaults if g not in {f.group for f in table.values()}]
+    unknown = [g for g, _ in injected if g not in {f.group for f in table.values()}]
     if unknown:
         raise RuntimeError(f"template {name} injects {unknown[0]!r}, which no flag of {tool_name} sets")
     given = given_groups(user, table)
     if bench_output and "output" in given:
         raise UsageError("hexbuild bench reads llama-bench's JSONL output; do not pass -o/--output")
-    kept = [(g, a) for g, a in defaults if g not in given]
+    kept = [(g, a) for g, a in injected if g not in given]
     exe = tool_name if "/" in tool_name else f"./bin/{tool_name}"
     argv = [exe] + [a for _, argv_ in kept for a in argv_] + list(user)
     return Invocation(kind, PurePosixPath(tool_name).name, argv, env, dest, kept)

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import HexbuildError, Interrupted
-from ..paths import atomic_write
+from ..errors import HexbuildError, Interrupted, signal_name
+from ..paths import atomic_write, output_mode
 from ..ui import ui
 from .commands import Invocation
 
@@ -30,17 +30,20 @@ def _timestamp() -> str:
     return time.strftime("%Y%m%d-%H%M%S", time.localtime(t)) + f"-{int(t * 1000) % 1000:03d}"
 
 
-def diagnose_log(text: str, *, said: bool = False) -> dict | None:
-    """The first ggml-hex failure in a run's log, explained (one warning line: cause, then fix,
-    unless ``said``: the dispatch proof reports a fallback with the same explanation)."""
+def diagnose_log(text: str, spec: str, *, said: bool = False) -> dict | None:
+    """The first ggml-hex failure in a run's log on ``spec``, explained with the fix and checks
+    that target has (proof.fit_diagnosis); one warning line, cause then fix, unless ``said``: the
+    dispatch proof reports a fallback with the same explanation."""
     from ..results.fastrpc_errors import explain_log
+    from .proof import fit_diagnosis
 
     found = explain_log(text.splitlines())
     if found is None:
         return None
+    fitted = fit_diagnosis(spec, found.to_json())
     if not said:
-        ui.warn(f"{found.line}: {found.summary()}; fix: {found.fix}")
-    return found.to_json()
+        ui.warn(f"{found.line}: {found.summary()}; fix: {fitted['fix']}")
+    return fitted
 
 
 def _offer_addr2line(record: "RunRecord", text: str) -> None:
@@ -74,6 +77,8 @@ class RunRecord:
                "env": self.invocation.env, "cwd": self.invocation.cwd, "exit_code": self.exit_code,
                "duration_s": round(self.duration_s, 3), "log": self.log, "results": self.results,
                "dispatch": self.dispatch}
+        if signal_name(self.exit_code):  # the shell's reading of 128+N: killed by signal N
+            out["signal"] = signal_name(self.exit_code)
         if self.error:
             out["error"] = self.error
         if self.diagnosis:
@@ -129,6 +134,7 @@ def execute(target, inv: Invocation, *, results_dir: Path, passthrough: bool = T
         raise
     duration = time.monotonic() - start
     os.close(fd)
+    os.chmod(part, output_mode())  # mkstemp's 0600 is for the part; the log is the user's
     os.replace(part, log_path)
     record = _judged(target.spec, inv, code, duration, log_path, b"".join(stdout_chunks), watch,
                      error=error.message if error else None, json_path=results_dir / f"{stem}.json" if save_json else None)
@@ -150,10 +156,10 @@ def _judged(spec: str, inv: Invocation, code: int | None, duration: float, log_p
     record = RunRecord(spec, inv, code, duration, str(log_path), stdout, results=results, error=error,
                        dispatch=judge(inv, results, watch.sessions))
     text = log_path.read_text(encoding="utf-8", errors="replace")
-    record.diagnosis = diagnose_log(text, said=bool((record.dispatch or {}).get("fallback_reason")))
+    record.diagnosis = diagnose_log(text, spec, said=bool((record.dispatch or {}).get("fallback_reason")))
     _offer_addr2line(record, text)
     if json_path is not None:
-        atomic_write(json_path, json.dumps(record.to_json(), indent=2) + "\n")
+        atomic_write(json_path, json.dumps(record.to_json(), indent=2) + "\n", mode=output_mode())
         record.json_path = str(json_path)
     return record
 
@@ -167,7 +173,7 @@ def record_output(spec: str, inv: Invocation, output: bytes, *, exit_code: int |
 
     stem = stem or f"{_timestamp()}-{_slug(inv.tool)}-{_slug(spec)}"
     log_path = results_dir / f"{stem}.log"
-    atomic_write(log_path, output)
+    atomic_write(log_path, output, mode=output_mode())
     watch = LogWatch(str(log_path), announce=True)
     watch.feed("stdout", output)
     return _judged(spec, inv, exit_code, duration_s, log_path, output, watch, error=error,

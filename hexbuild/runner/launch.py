@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ..errors import UsageError
-from .commands import REVISION_CPU_MASK, render
+from .commands import render
+from .defaults import PHONE, RunDefaults
 from .flags import BACKEND_OPS_FLAGS, COMMON_FLAGS, COMMON_SAME, VALUE_OPTIONS, Flag, flag_table
 from .htp_sessions import SESSION_VARS, check_sessions, sessions
 from .install import loader_of
@@ -33,12 +34,11 @@ def _case_arms(table: Mapping[str, Flag]) -> list[dict[str, Any]]:
 
 def launch_scripts(*, facts: dict, dest: str, models_dir: str, ndev: int, os: str,
                    htp_arch: str | None, runtime: dict | None = None,
-                   launcher: list[str] | None = None, threads: str = "6",
-                   cpu_mask: str | None = REVISION_CPU_MASK) -> dict[str, str]:
+                   launcher: list[str] | None = None, defaults: RunDefaults = PHONE) -> dict[str, str]:
     """File name → POSIX sh script for each tool the revision builds, opening ``ndev`` sessions
     in the revision's vocabulary; extra arguments pass through and replace injected defaults.
-    ``launcher``: words before the program (the target's, e.g. qemu's emulator); ``threads`` and
-    ``cpu_mask``: the target's defaults, as ``hexbuild run`` uses them."""
+    ``launcher``: words before the program (the target's, e.g. qemu's emulator); ``defaults``:
+    the target's and the package's (runner/defaults.py), as ``hexbuild run`` renders with them."""
     check_sessions(ndev, os_name=os, htp_arch=htp_arch)
     rev = Revision.from_facts(facts)
     sess = sessions(rev, ndev=ndev, devices=None)
@@ -47,7 +47,7 @@ def launch_scripts(*, facts: dict, dest: str, models_dir: str, ndev: int, os: st
         extra = ["TOOL"] if kind == "tool" else []
         try:
             inv = render(kind, rev=rev, dest=dest, models_dir=models_dir, sessions_=sess, extra=extra,
-                         threads=threads, cpu_mask=cpu_mask)
+                         defaults=defaults)
         except UsageError:
             continue  # the revision does not build this tool
         table = flag_table(kind, inv.tool)
@@ -63,7 +63,7 @@ def launch_scripts(*, facts: dict, dest: str, models_dir: str, ndev: int, os: st
         if kind == "tool":
             # run-tool.sh takes the tool as $1; test-backend-ops gets -b <first device>.
             ops = render("tool", rev=rev, dest=dest, models_dir=models_dir, sessions_=sess,
-                         extra=["test-backend-ops"], threads=threads, cpu_mask=cpu_mask)
+                         extra=["test-backend-ops"], defaults=defaults)
             context["backend_ops_defaults"] = ops.defaults
             context["backend_ops_arms"] = _case_arms(BACKEND_OPS_FLAGS)
         out[filename] = render_template(f"launch/{kind}.sh.j2", **context)

@@ -63,6 +63,35 @@ def backend_absent(record) -> bool:
     return record.exit_code not in (0, None) and any(s.get("stage") == "driver" for s in d.get("sessions") or [])
 
 
+def _emulated(spec: str) -> tuple[str, bool]:
+    """(the kind, whether it emulates a CPU and has no NPU: qemu:) of a target spec."""
+    from ..targets.registry import find
+
+    found = find(spec)
+    return (found.scheme if found else spec.split(":", 1)[0]), bool(found and found.caps.emulator)
+
+
+# The FastRPC checks `hexbuild doctor --target` runs on a device (diagnose/capability.py NPU_ONLY):
+# on an emulated target it runs none of them; its `npu` check says what applies there.
+_FASTRPC_CHECKS = ("fastrpc:", "adsp-library-path", "package:htp-lib", "package:sessions")
+
+
+def fit_diagnosis(spec: str, diagnosis: dict | None) -> dict | None:
+    """A log's diagnosis with the fix and checks the target has: ``--target T`` made the spec,
+    and on an emulated target (qemu:, where doctor runs no FastRPC check) its ``npu`` check and
+    that target's own fix instead of FastRPC checks that would only probe this machine."""
+    if not diagnosis:
+        return diagnosis
+    out = {**diagnosis, "fix": str(diagnosis.get("fix") or "").replace("--target T", f"--target {spec}")}
+    kind, emulated = _emulated(spec)
+    if emulated and any(str(c).startswith(_FASTRPC_CHECKS) for c in diagnosis.get("checks") or []):
+        out["fix"] = (f"{kind}: emulates an AArch64 CPU and has no NPU, so no HTP session opens there: deploy a "
+                      "CPU-only build (hexbuild build --os linux --toolchain open), or run with --allow-cpu-fallback; "
+                      f"hexbuild doctor --target {spec} (npu) says so before a run")
+        out["checks"] = ["npu"]
+    return out
+
+
 def check(record, *, allow_cpu_fallback: bool = False) -> None:
     """Raise CpuFallback (exit 12) when a run that exited 0 asked for HTP sessions and fell back
     to the CPU; with ``allow_cpu_fallback`` say it as a warning instead."""
@@ -75,6 +104,9 @@ def check(record, *, allow_cpu_fallback: bool = False) -> None:
         return
     message = f"{record.target}: the run fell back to the CPU: {reason}"
     hint = dispatch.hint_for(d.get("code"), d.get("arch"))
+    diagnosis = getattr(record, "diagnosis", None)
+    if not hint and diagnosis and diagnosis.get("cause"):  # no FastRPC at all: the log's cause and fix
+        hint = f"{diagnosis['cause']}; fix: {diagnosis['fix']}"
     if allow_cpu_fallback:
         ui.warn(message + (f" ({hint})" if hint else ""))
         return

@@ -6,10 +6,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..artifacts.npu import cpu_only_note, sessions_refused
-from ..errors import CpuFallback, EnvironmentMissing, RemoteFailed, UsageError
+from ..artifacts.npu import CpuOnly, cpu_only_note, sessions_refused
+from ..errors import CpuFallback, EnvironmentMissing, RemoteFailed, UsageError, signal_name
 from ..ui import ui
-from .commands import REVISION_CPU_MASK, Invocation, render
+from .commands import Invocation, render
+from .defaults import run_defaults
 from .execution import RunRecord, _slug, execute
 from .htp_sessions import Sessions, check_sessions, sessions
 from .install import (MANIFEST, PROMPTS_DIR, cpu_only, default_dest, default_models_dir,
@@ -30,7 +31,7 @@ class RunRequest:
     prompt_file: str | None = None
     knobs: list[tuple[str, str]] = field(default_factory=list)
     extra: list[str] = field(default_factory=list)
-    threads: int | str | None = 6  # a str may be llama-bench's list syntax ("4,6"); None: the target's default
+    threads: int | str | None = None  # what the user gave (a str may be llama-bench's list "4,6"); None: defaults.py decides
     ubatch: int | str = 1024
     batch: str | None = None
     bench_output: str | None = None  # llama-bench -o, forced by hexbuild bench
@@ -47,7 +48,7 @@ class Prepared:
     invocation: Invocation
     prompt_upload: tuple[Path, str] | None = None  # local prompt file → its path on the device
     sessions: list[str] = field(default_factory=list)  # the HTP devices selected (none: CPU only)
-    cpu_only: str | None = None  # the deployed package has no NPU libraries: the line to warn with
+    cpu_only: CpuOnly | None = None  # the deployed package has no NPU libraries: the line that says so
 
 
 def open_target(spec: str, settings):
@@ -141,18 +142,20 @@ def prepare_on(target, req: RunRequest, *, offline_ok: bool = False,
             digest = hashlib.sha256(data).hexdigest()[:12]
             prompt_path = f"{dest}/{PROMPTS_DIR}/{digest}-{_slug(local.name)}"
             prompt_upload = (local, prompt_path)
+        elif getattr(target, "kind", None) in ("local", "qemu"):  # the device is this machine: it is not there
+            what = "is a directory, not a prompt file" if local.is_dir() else "not found"
+            raise UsageError(f"prompt file {what}: {req.prompt_file}")
         elif req.prompt_file.startswith("/"):
             prompt_path = req.prompt_file  # a file already on the device
         else:
-            raise UsageError(f"prompt file not found: {req.prompt_file}")
+            raise UsageError(f"prompt file {'is a directory' if local.is_dir() else 'not found'}: {req.prompt_file}")
     if req.kind == "bench" and prompt_path:
         raise UsageError("llama-bench takes no prompt file")
 
     inv = render(req.kind, rev=rev, dest=dest, models_dir=models_dir, sessions_=sess, knobs=knobs,
                  model=req.model, prompt_path=prompt_path, extra=req.extra,
-                 threads=str(req.threads if req.threads is not None else (target.default_threads() or 6)),
                  ubatch=str(req.ubatch), batch=req.batch, bench_output=req.bench_output, installed=installed,
-                 npu=not (no_htp or req.cpu), cpu_mask=target.fit_cpu_mask(REVISION_CPU_MASK))
+                 defaults=run_defaults(target, manifest, threads=req.threads, cpu=req.cpu))
     inv.cpu_only = no_htp
     if installed is not None and "/" not in inv.tool and inv.argv[0].startswith("./bin/") \
             and inv.argv[0][len("./bin/"):] not in installed:
@@ -161,18 +164,35 @@ def prepare_on(target, req: RunRequest, *, offline_ok: bool = False,
     inv.argv = through_loader(inv.argv, loader_of((manifest or {}).get("runtime"), dest))
     if reachable and not offline_ok:
         target.check_runnable(inv.argv, inv.cwd)  # local: of another architecture, before anything is written
+    inv.launcher = _launcher(target, inv, strict=reachable and not offline_ok)
     return Prepared(target, inv, prompt_upload, sessions=sess.names, cpu_only=cpu_only_note(manifest))
+
+
+def _launcher(target, inv: Invocation, *, strict: bool) -> list[str]:
+    """The words the target puts before the program (qemu:: its emulator, for an AArch64 program
+    of the install), so that the command printed runs as printed; ``strict`` off (--print of an
+    unreachable target, or one without its emulator): none where they cannot be known."""
+    try:
+        words = target.program_argv(inv.argv, inv.cwd)
+    except (EnvironmentMissing, UsageError):
+        if strict:
+            raise
+        return []
+    cut = len(words) - len(inv.argv)
+    return list(words[:cut]) if cut > 0 and list(words[cut:]) == inv.argv else []
 
 
 def run(req: RunRequest, settings) -> RunRecord:
     prepared = prepare(req, settings)
     if prepared.cpu_only:
-        ui.warn(prepared.cpu_only)
+        prepared.cpu_only.say()
     with prepared.target as target:
         if prepared.prompt_upload:
             local, remote = prepared.prompt_upload
             target.write_file(remote, local.read_bytes())
         ui.info(f"running {prepared.invocation.tool} on {req.target}")
         record = execute(target, prepared.invocation, results_dir=Path(req.results_dir), timeout=req.timeout)
-    ui.info(f"{record.invocation.tool} exited {record.exit_code} after {record.duration_s:.1f}s; log: {record.log}")
+    killed = signal_name(record.exit_code)
+    ui.info(f"{record.invocation.tool} exited {record.exit_code}" + (f" (killed by {killed})" if killed else "")
+            + f" after {record.duration_s:.1f}s; log: {record.log}")
     return record

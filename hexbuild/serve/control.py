@@ -45,12 +45,27 @@ def detach(req: ServeRequest, settings, *, stream: bool = True, timeout: float |
     result_file = d / f"start-{secrets.token_hex(6)}.result.json"
     values = dict(getattr(settings, "values", settings) or {})
     log_path = serve_state.supervisor_log_path(req.port)
+    kept = log_path.stat().st_size if log_path.exists() else None  # an earlier server's: put back as it was
+    try:
+        return _start_and_wait(req, values, result_file, log_path, stream, timeout)
+    except BaseException:  # nothing of a failed start stays behind: its log was said in the error
+        if kept is None:
+            log_path.unlink(missing_ok=True)
+        else:
+            os.truncate(log_path, kept)
+        raise
+
+
+def _start_and_wait(req: ServeRequest, values: dict[str, Any], result_file, log_path, stream: bool,
+                    timeout: float | None) -> dict[str, Any]:
+    """The supervisor started (forked, else a new interpreter) and waited for: its record once the
+    server is ready, else its error."""
     ready, ready_w = os.pipe()
     request_file = None
     try:
         proc = _fork(req, values, result_file, log_path, ready, ready_w)
         if proc is None:
-            request_file = d / f"start-{secrets.token_hex(6)}.json"
+            request_file = result_file.with_name(f"start-{secrets.token_hex(6)}.json")
             doc = {"request": {**req.to_json(), "detached": True, "stream_log": False}, "settings": values,
                    "result": str(result_file)}
             request_file.write_text(json.dumps(doc))
@@ -60,6 +75,8 @@ def detach(req: ServeRequest, settings, *, stream: bool = True, timeout: float |
                                         close_fds=True, pass_fds=(ready_w,))
     except BaseException:
         os.close(ready)
+        if request_file is not None:
+            request_file.unlink(missing_ok=True)
         raise
     finally:
         os.close(ready_w)
@@ -75,6 +92,8 @@ def detach(req: ServeRequest, settings, *, stream: bool = True, timeout: float |
             if mine and rec.get("status") == "ready":
                 for text in rec.get("warnings") or []:  # said in the supervisor, whose output is its log
                     ui.warn(text)
+                for text in rec.get("notes") or []:
+                    ui.note(text)
                 return rec
             if proc.poll() is not None:
                 break
@@ -96,7 +115,7 @@ def detach(req: ServeRequest, settings, *, stream: bool = True, timeout: float |
     try:  # the supervisor ended before the server was ready: what it said
         result = json.loads(result_file.read_text())
     except (OSError, ValueError):
-        tail = serve_state.supervisor_log_path(req.port).read_text(errors="replace").strip().splitlines()[-5:]
+        tail = log_path.read_text(errors="replace").strip().splitlines()[-5:]
         raise HexbuildError(f"the serve supervisor exited with {proc.returncode} before the server was ready",
                             hint="its log: " + " | ".join(tail)) from None
     finally:

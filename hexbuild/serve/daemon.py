@@ -6,7 +6,7 @@ of the hexbuild that detached it, whatever the working directory holds).
 It is a foreground ``serve`` without a terminal: it starts the server (a failure goes to the
 result file the waiting command reads; success is the record's status), says so on the ready
 pipe, then
-supervises until SIGTERM (``serve stop``) or a failure. Its own output goes to
+supervises until SIGTERM (``serve stop``: it exits 130, as a foreground serve does) or a failure. Its own output goes to
 ``<state>/servers/<port>.supervisor.log``.
 """
 
@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..errors import HexbuildError
+from ..errors import HexbuildError, Interrupted
 from ..paths import atomic_write
 from ..ui import ui
 from .server import SERVER, ServeRequest, start, stop, supervise
@@ -56,11 +56,19 @@ def serve(req: ServeRequest, settings: Any, result: Path, ready_fd: int | None =
     except KeyboardInterrupt:
         if server is None:
             atomic_write(result, json.dumps({"error": {"type": "interrupted", "message": "interrupted",
-                                                       "exit_code": 130}}))
-            return 130
+                                                       "exit_code": Interrupted.exit_code}}))
+            return Interrupted.exit_code
         # `serve stop` right after the record said ready, before supervise() took over
         ui.info(f"stopping {SERVER} on {server.target.spec}")
         stop(server)
+        ui.info(f"stopped: {server.url}")
+        return Interrupted.exit_code
+    except Interrupted as e:  # serve stop's SIGTERM in supervise(): the stop asked for
+        if server is None:
+            atomic_write(result, json.dumps({"error": e.to_json()}))
+            return e.exit_code
+        ui.info(f"stopped: {server.url}")
+        return Interrupted.exit_code
     except HexbuildError as e:
         if server is None:  # the start failed: the waiting command says why
             atomic_write(result, json.dumps({"error": e.to_json()}))

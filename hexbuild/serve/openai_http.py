@@ -130,5 +130,8 @@ def chat(port: int, messages: list[dict[str, str]], *, max_tokens: int | None = 
     tps = timings.get("predicted_per_second")
     if tps is None and n and first is not None and last is not None and last > first and n > 1:
         tps = (n - 1) / (last - first)  # the first token's time is the prompt's
+    generated = timings.get("predicted_n", n)
+    if isinstance(generated, int) and generated <= 1:
+        tps = None  # one token has no generation time of its own: llama-server's rate for it is 1e6/s
     return Answer("".join(pieces), None if first is None else first - t0, end - t0, n,
                   usage.get("prompt_tokens"), tps, finish)

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ..errors import DeviceLost, EnvironmentMissing, HexbuildError, RemoteFailed, UsageError
+from ..errors import DeviceLost, EnvironmentMissing, HexbuildError, Interrupted, RemoteFailed, UsageError
 from ..runner import background
 from ..runner.install import default_dest, default_models_dir, installed_tools, read_manifest
 from ..runner.request import RunRequest, open_target, prepare_on
@@ -220,9 +220,11 @@ def _start(target, req: ServeRequest, settings, sink) -> Server:
                          devices=req.devices, model=model, knobs=req.knobs, extra=extra, threads=req.threads,
                          ubatch=req.ubatch)
     prepared = prepare_on(target, run_req, read=read)  # a CPU-only package: the one rule (artifacts/npu.py)
-    warnings = [prepared.cpu_only] if prepared.cpu_only else []
-    if prepared.cpu_only and not req.detached:  # a detached start's command says it (control.detach)
-        ui.warn(prepared.cpu_only)
+    said = prepared.cpu_only
+    warnings = [said.text] if said and not said.chosen else []
+    notes = [said.text] if said and said.chosen else []
+    if said and not req.detached:  # a detached start's command says it (control.detach)
+        said.say()
     inv = prepared.invocation
 
     device_log = posixpath.join(posixpath.dirname(dest.rstrip("/")) or "/", ".hexbuild-serve", f"{device_port}.log")
@@ -246,7 +248,8 @@ def _start(target, req: ServeRequest, settings, sink) -> Server:
     record = serve_state.new_record(
         target=req.target, kind=target.kind, local_port=req.port, device_port=device_port, pid=pid,
         pid_start=since, model=req.model, url=f"http://127.0.0.1:{req.port}/v1", log=str(local_log),
-        device_log=device_log, dest=dest, detached=req.detached, argv=inv.argv, env=inv.env, warnings=warnings)
+        device_log=device_log, dest=dest, detached=req.detached, argv=inv.argv, env=inv.env, warnings=warnings,
+        notes=notes)
     try:
         serve_state.write(record)
         forward = target.forward(req.port, device_port)
@@ -325,8 +328,9 @@ def stop(server: Server) -> None:
 
 
 def supervise(server: Server, *, poll: float = 1.0, announce: Callable[[], None] | None = None) -> None:
-    """Until Ctrl-C/SIGTERM (a clean stop) or a failure (raised after cleaning up);
-    ``announce`` (printing the URL) runs inside, so a signal right after it still cleans up."""
+    """Until Ctrl-C/SIGTERM (a clean stop, then Interrupted: exit 130, as the exit-code table
+    has it for every command) or a failure (raised after cleaning up); ``announce`` (printing
+    the URL) runs inside, so a signal right after it still cleans up."""
     try:
         if announce is not None:
             announce()
@@ -336,10 +340,10 @@ def supervise(server: Server, *, poll: float = 1.0, announce: Callable[[], None]
             if not server.forward.alive():
                 break
     except KeyboardInterrupt:
-        ui.info(f"stopping {SERVER} on {server.target.spec}")
+        spec = server.target.spec
+        ui.info(f"stopping {SERVER} on {spec}")
         stop(server)
-        ui.info("stopped; the forward is removed")
-        return
+        raise Interrupted(f"interrupted: {SERVER} on {spec} is stopped and the forward is removed") from None
     _ended(server)
 
 

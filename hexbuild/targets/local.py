@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from ..errors import EnvironmentMissing, RemoteFailed, UsageError
+from ..errors import EnvironmentMissing, RemoteFailed, UsageError, shell_status
 from ..ui import ui
 from .base import ByteProgress, DeviceInfo, OutputSink, RemoteFile, TargetCaps, TargetKind, TargetSettings
 from .posix import ShellTarget
@@ -56,6 +56,11 @@ class LocalTarget(ShellTarget):
 
     def probe(self, dest: str) -> DeviceInfo:
         return self.probe_linux(self.expand(dest))
+
+    def default_threads(self) -> int | None:
+        # the programs run on this machine: threads beyond its cores only contend (emulated ones
+        # under qemu: -t 6 on 2 cores is ~10x slower), so -t is the cores this process may use
+        return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 
     def fit_cpu_mask(self, mask: str) -> str | None:
         # this machine: a mask naming a core it lacks pins nothing ('failed to set affinity mask'
@@ -135,7 +140,7 @@ class LocalTarget(ShellTarget):
                         sel.unregister(key.fileobj)
                     elif on_output:
                         on_output(key.data, data)
-            return p.wait(timeout=max(0.1, deadline - time.monotonic()))
+            return shell_status(p.wait(timeout=max(0.1, deadline - time.monotonic())))
         except subprocess.TimeoutExpired:
             p.kill()
             p.wait()

@@ -88,10 +88,6 @@ class QemuTarget(LocalTarget):
     def foreign(self, path: str) -> str | None:
         return None if is_aarch64_elf(path) else super().foreign(path)  # AArch64: the emulator's
 
-    def default_threads(self) -> int | None:
-        # emulated threads beyond this machine's cores only contend: -t 6 on 2 cores is ~10x slower
-        return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-
     def glibc_version(self) -> str | None:
         from ..artifacts.glibc import sysroot_version
 

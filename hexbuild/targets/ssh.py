@@ -89,7 +89,7 @@ class SshTarget(ShellTarget):
     def wire(self):
         """zstd into the board's own ``zstd -d`` where it has one and a file is large enough to
         win back one remote command (timed on the ``command -v zstd`` that asks), else SFTP;
-        whole files' times then decide (README, "At the link's limit")."""
+        whole files' times then decide (docs/commands/deploy.md, "At the link's limit")."""
         if self._wire is None:
             from .wire import MIN_SIZE, WirePolicy
 

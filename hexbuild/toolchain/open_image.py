@@ -79,9 +79,20 @@ class Recipe:
         return directory
 
 
+def _recipe_root() -> Any:
+    """The recipe beside this hexbuild: a checkout's own docker/open-arm64-linux/ when hexbuild
+    runs from one (python -m hexbuild, PYTHONPATH, an editable install), else the copy a wheel
+    ships as hexbuild.open_recipe. A checkout run beside a wheel install elsewhere has no
+    hexbuild.open_recipe to import: the package-dir mapping exists only in an install."""
+    checkout = Path(__file__).resolve().parents[2] / "docker" / "open-arm64-linux"
+    if (checkout / "Dockerfile").is_file():
+        return checkout
+    return importlib.resources.files("hexbuild.open_recipe")
+
+
 @functools.lru_cache(maxsize=1)
 def recipe() -> Recipe:
-    root = importlib.resources.files("hexbuild.open_recipe")
+    root = _recipe_root()
     files = {name: root.joinpath(name).read_bytes() for name in RECIPE_FILES}
     h = hashlib.sha256()
     for name in RECIPE_FILES:

@@ -37,9 +37,9 @@ import pytest
 from tests.processes import stop_process
 
 SUITE, GLIBC = "bullseye", "2.31"
-# Other suites boards are made of (tests/infra/lava.py's board runs trixie: the open-toolchain
-# package needs glibc 2.34), with the packages they add to minbase.
-SUITES = {"bullseye": ("2.31", ()), "trixie": ("2.41", ("wget",))}
+# The suites boards are made of, with the packages they add to minbase (tests/infra/lava.py's
+# boards are the LAVA chroot itself, with its AArch64 runtime).
+SUITES = {"bullseye": ("2.31", ())}
 BINFMT = Path("/proc/sys/fs/binfmt_misc")
 # qemu's own binfmt pattern for AArch64 ELF executables and shared objects (qemu-binfmt-conf.sh)
 AARCH64_MAGIC = r"\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02\x00\xb7\x00"

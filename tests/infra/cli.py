@@ -25,7 +25,7 @@ def cli(capsys, monkeypatch):
     def invoke(*argv: str, env: dict | None = None) -> Result:
         for k, v in (env or {}).items():
             monkeypatch.setenv(k, v)
-        ui.json, ui.verbose, ui.quiet, ui.result_emitted, ui.warnings = False, 0, False, False, []
+        ui.json, ui.verbose, ui.quiet, ui.result_emitted, ui.warnings, ui.notes = False, 0, False, False, [], []
         ui.ci = _ci_provider()
         state.config_file = None
         capsys.readouterr()

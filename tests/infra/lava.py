@@ -1,7 +1,8 @@
 """A real LAVA lab for the tests: PostgreSQL, LAVA's web API (gunicorn), its publisher, scheduler
 and one worker, from the cached trixie chroot (tests/infra/lava_chroot.py), with two SSH boards
-of the device type ``ssh``: virtual arm64 trixie boards (tests/infra/board.py; glibc 2.41) whose
-sshd has the SFTP subsystem that OpenSSH 10's scp speaks.
+of the device type ``ssh``: virtual trixie boards (tests/infra/board.py's sshd, chrooted into an
+overlay of the same chroot, whose AArch64 runtime has glibc 2.41: the package's programs run
+under qemu-aarch64) whose sshd has the SFTP subsystem that OpenSSH 10's scp speaks.
 
 - The chroot is the lower layer of an overlay mounted in a mount namespace of the session's own
   (held by one process; /proc, /dev and /sys are mounted in it): the database, the jobs and
@@ -12,8 +13,9 @@ sshd has the SFTP subsystem that OpenSSH 10's scp speaks.
   of every 20 s; the worker pings every second), nothing on another address.
 - Each session makes a new API token (``lab.token``) and worker token.
 
-The LAVA tests are opt-in (``HEXBUILD_TEST_LAVA=1``; see the README): the ``lava_lab`` fixture
-skips them when the chroot was not built.
+The LAVA tests run by default (scripts/test.sh builds the chroot beside the suite, as the other
+root filesystems); ``HEXBUILD_TEST_LAVA=0`` opts out for a quick local run, and the ``lava_lab``
+fixture then skips tests/test_lab.py, as it does where it cannot run (not root).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.infra.board import VirtualBoard, binfmt_aarch64, rootfs_path, start_board
+from tests.infra.board import VirtualBoard, binfmt_aarch64, start_board
 from tests.processes import stop_process
 
 LAVA_TESTS_ENV = "HEXBUILD_TEST_LAVA"
@@ -214,23 +216,38 @@ def stop_lab(lab: LavaLab) -> None:
         pass
 
 
+def skip_reason(env=os.environ, euid: int | None = None) -> str | None:
+    """Why the LAVA tests cannot run in this session, or None: they run by default, and skip only
+    when the run opted out or the machine lacks what a lab needs."""
+    if env.get(LAVA_TESTS_ENV) == "0":
+        return f"the LAVA tests were opted out ({LAVA_TESTS_ENV}=0)"
+    if (os.geteuid() if euid is None else euid) != 0:
+        return "a LAVA lab needs root: its chroot, overlay and mount namespace"
+    return None
+
+
 @pytest.fixture(scope="session")
 def lava_lab(tmp_path_factory):
     """A running LAVA lab with two SSH boards (device type ``ssh``) and a queue that never moves
-    (``ssh-queue``). Skips unless the run opted in (HEXBUILD_TEST_LAVA=1 scripts/test.sh, which
-    builds the LAVA chroot): a chroot left in the cache by an earlier opt-in run is not enough."""
+    (``ssh-queue``). The chroot is the setup's (built beside the suite under scripts/test.sh: this
+    waits for it), else made here. Skips when the run opted out (HEXBUILD_TEST_LAVA=0) or is not
+    root (the chroot, its overlay and mount namespace need it)."""
+    import sys
+
     from tests.infra import lava_chroot
 
-    if os.environ.get(LAVA_TESTS_ENV) != "1" or not lava_chroot.ready():
-        pytest.skip(f"the LAVA tests are opt-in: {LAVA_TESTS_ENV}=1 scripts/test.sh builds the LAVA chroot "
-                    f"({lava_chroot.chroot_path()}) and runs them")
+    if (why := skip_reason()) is not None:
+        pytest.skip(why)
+    try:
+        root = lava_chroot.build(log=lambda m: print(f"[lava] {m}", file=sys.stderr))
+    except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
+        pytest.fail(f"the LAVA chroot: {e}")
     d = tmp_path_factory.mktemp("lava")
     with binfmt_aarch64():
         boards = []
         try:
             for i in (1, 2):
-                boards.append(start_board(d / f"board{i}", rootfs_path(lava_chroot.BOARD_SUITE),
-                                          glibc="2.41"))
+                boards.append(start_board(d / f"board{i}", root, glibc=lava_chroot.BOARD_GLIBC))
             lab = start_lab(d / "lab", boards)
             try:
                 yield lab

@@ -2,14 +2,23 @@
 Debian trixie chroot, built offline from the machine's own Debian mirror (read from its apt
 sources, as scripts/setup-test-env.sh reads it) and cached in the test cache as ``lava-trixie``.
 
-``python -m tests.infra.lava_chroot build`` (scripts/setup-test-env.sh, when HEXBUILD_TEST_LAVA
-asks for the LAVA tests) makes it, with the trixie arm64 board root filesystem the jobs run on
-(tests/infra/board.py); ``--check`` says (exit 0/1) whether both are there.
+``python -m tests.infra.lava_chroot build`` (scripts/setup-test-env.sh, unless HEXBUILD_TEST_LAVA=0
+opts out; beside the suite under scripts/test.sh) makes it; ``--check`` says (exit 0/1) whether it
+is there. One builder at a time (a lock beside it): the ``lava_lab`` fixture waits for the
+setup's build, or makes the chroot itself when nothing did.
+
+The same root is the lab's boards' (tests/infra/lava.py): Debian trixie whose AArch64 runtime
+(``libc6:arm64``, ``libstdc++6:arm64``, ``libgcc-s1:arm64``: glibc 2.41, as a trixie arm64 board
+has; the open-toolchain package needs 2.34) runs the package's programs under qemu-aarch64
+(binfmt_misc), while the boards' shell and tools are this machine's architecture. An arm64
+debootstrap of its own, whose second stage runs every maintainer script under qemu, took 5 min
+28 s once for what the job scripts run through a POSIX shell; here the runtime is three packages
+more in the chroot's one apt run.
 
 What the build leaves in the chroot, so that a session only starts processes:
 - the packages (``apt-get install --no-install-recommends -t trixie-backports lava-server
-  lava-dispatcher postgresql openssh-client ca-certificates``), with a ``policy-rc.d`` that keeps
-  their services from starting;
+  lava-dispatcher postgresql openssh-client ca-certificates wget`` and the AArch64 runtime), with
+  a ``policy-rc.d`` that keeps their services from starting;
 - a PostgreSQL cluster with LAVA's database made by ``dpkg-reconfigure lava-server``;
 - a superuser ``admin`` (no token: each session makes its own), a worker ``lab``, the device
   type ``ssh`` with the devices ``board1`` and ``board2``, and the device type ``ssh-queue``
@@ -32,13 +41,17 @@ import sys
 import time
 from pathlib import Path
 
-from tests.infra.board import build_rootfs, cache_dir, debian_uri, rootfs_path
+from tests.infra.board import cache_dir, debian_uri
 
 SUITE = "trixie"
 PG = "17"
 DONE = ".hexbuild-lava-complete"
-PACKAGES = ["lava-server", "lava-dispatcher", "postgresql", "openssh-client", "ca-certificates"]
-BOARD_SUITE = "trixie"  # the open-toolchain package needs glibc 2.34; trixie has 2.41
+PACKAGES = ["lava-server", "lava-dispatcher", "postgresql", "openssh-client", "ca-certificates",
+            "wget"]  # wget: a board fetches a model URL with it
+# the boards' AArch64 runtime: what the open-toolchain package's programs link (libc, libm,
+# libstdc++, libgcc_s) and their loader, /lib/ld-linux-aarch64.so.1
+ARM64_RUNTIME = ["libc6:arm64", "libstdc++6:arm64", "libgcc-s1:arm64"]
+BOARD_GLIBC = "2.41"
 
 # Made once at build time, inside the chroot (lava-server manage shell).
 SETUP_DB = """
@@ -63,7 +76,7 @@ def chroot_path() -> Path:
 
 
 def ready() -> bool:
-    return (chroot_path() / DONE).exists() and (rootfs_path(BOARD_SUITE) / ".hexbuild-rootfs-complete").exists()
+    return (chroot_path() / DONE).exists()
 
 
 def in_chroot(root: Path, script: str, *, log, timeout: float = 1800) -> None:
@@ -87,7 +100,21 @@ def _free_port() -> int:
 
 def build(log=print) -> Path:
     """The cached chroot (made when missing: debootstrap, the packages, the database). A build
-    cut off resumes at the stage it was in (each stage leaves a mark in the part directory)."""
+    cut off resumes at the stage it was in (each stage leaves a mark in the part directory). A
+    caller that finds another building (the setup's job beside the suite) waits and takes its
+    result."""
+    from tests.infra.real_build import _lock
+
+    root = chroot_path()
+    if (root / DONE).exists():
+        return root
+    if os.geteuid() != 0:
+        raise RuntimeError("building the LAVA chroot needs root (debootstrap, chroot, mount)")
+    with _lock(root.with_name(root.name + ".lock")):
+        return _build(log)
+
+
+def _build(log) -> Path:
     root = chroot_path()
     if (root / DONE).exists():
         return root
@@ -117,8 +144,9 @@ def build(log=print) -> Path:
             policy.chmod(0o755)
             t = time.monotonic()
             log(f"installing LAVA from {SUITE}-backports into the chroot")
-            in_chroot(part, "export DEBIAN_FRONTEND=noninteractive && apt-get update -qq && apt-get install -y -q "
-                            f"--no-install-recommends -t {SUITE}-backports {' '.join(PACKAGES)} && apt-get clean "
+            in_chroot(part, "export DEBIAN_FRONTEND=noninteractive && dpkg --add-architecture arm64 "
+                            "&& apt-get update -qq && apt-get install -y -q --no-install-recommends "
+                            f"-t {SUITE}-backports {' '.join(PACKAGES + ARM64_RUNTIME)} && apt-get clean "
                             "&& rm -rf /var/lib/apt/lists/*", log=out)
             (part / ".stage-apt").write_text(f"{time.monotonic() - t:.0f}\n")
         steps["apt"] = float((part / ".stage-apt").read_text())
@@ -158,11 +186,9 @@ def _main(argv: list[str]) -> int:
         return 0 if ready() else 1
     try:
         t = time.monotonic()
-        build(log=lambda m: print(f"setup-test-env: {m}", file=sys.stderr))
-        print(f"setup-test-env: LAVA chroot ready ({time.monotonic() - t:.0f}s)", file=sys.stderr)
-        t = time.monotonic()
-        build_rootfs(log=lambda m: print(f"setup-test-env: {m}", file=sys.stderr), suite=BOARD_SUITE)
-        print(f"setup-test-env: {BOARD_SUITE} arm64 board ready ({time.monotonic() - t:.0f}s)", file=sys.stderr)
+        root = build(log=lambda m: print(f"setup-test-env: {m}", file=sys.stderr))
+        print(f"setup-test-env: LAVA chroot ready ({time.monotonic() - t:.0f}s; stages: "
+              f"{(root / DONE).read_text().strip()})", file=sys.stderr)
     except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
         print(f"setup-test-env.sh: {e}", file=sys.stderr)
         return 3
