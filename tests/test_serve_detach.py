@@ -19,6 +19,13 @@ def cmdline(pid: int) -> list[str]:
     return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")[:-1]
 
 
+def said_stopped(serve_state, port: int, url: str) -> None:
+    """serve stop's SIGTERM is a stop asked for: the supervisor logs it and ends (exit 130, as a
+    foreground serve does), wherever the signal finds it, without a traceback."""
+    log = (serve_state / f"{port}.supervisor.log").read_text()
+    assert f"stopped: {url}" in log and "Traceback" not in log, log[-3000:]
+
+
 def test_the_supervisor_is_a_fork_of_the_command(serve_state, http_stand_in, tiny_gguf, tmp_path):
     dest = str(tmp_path / "inst" / "llama.cpp")
     populate(f"local:{dest}", dest, {"llama-server": http_stand_in})
@@ -35,6 +42,7 @@ def test_the_supervisor_is_a_fork_of_the_command(serve_state, http_stand_in, tin
     assert stop.returncode == 0, stop.stderr
     assert not pid_alive(ready["pid"]) and not pid_alive(ready["supervisor_pid"]) and port_free(port)
     assert sorted(p.name for p in serve_state.iterdir()) == [f"{port}.log", f"{port}.supervisor.log"]
+    said_stopped(serve_state, port, ready["url"])
 
 
 def test_with_another_thread_running_a_new_interpreter_supervises(cli, serve_state, http_stand_in, tiny_gguf,
@@ -56,6 +64,7 @@ def test_with_another_thread_running_a_new_interpreter_supervises(cli, serve_sta
     assert line[:2] == [sys.executable, "-c"] and "hexbuild.serve.daemon" in line[2]
     assert cli("serve", "stop", "--port", str(port)).rc == 0
     assert not pid_alive(r.json["pid"]) and state_mod.records() == []
+    said_stopped(serve_state, port, r.json["url"])
 
 
 def test_stop_keeps_the_servers_last_words(cli, serve_state, http_stand_in, tiny_gguf, tmp_path):
@@ -118,3 +127,4 @@ def test_stop_over_adb_leaves_no_tail_behind(cli, serve_state, make_device, http
     assert watch_tails(f"{device_port}.log") == [] and not pid_alive(r.json["pid"])
     time.sleep(2.5)  # the watch loop's own end, a second or two later, finds nothing left either
     assert watch_tails(f"{device_port}.log") == []
+
