@@ -1,7 +1,8 @@
 """`serve --detach`'s supervisor (serve/control.py, serve/daemon.py) on a local: install of the
 stand-in server: a fork of the command as a user runs it (no second interpreter), a new
 interpreter where forking is unsafe (another thread runs), nothing left in the state directory
-but the record, and `serve stop` leaving the server's last words in its log."""
+but the record (and nothing of a start interrupted), and `serve stop` leaving the server's last
+words in its log."""
 
 import json
 import subprocess
@@ -128,3 +129,34 @@ def test_stop_over_adb_leaves_no_tail_behind(cli, serve_state, make_device, http
     time.sleep(2.5)  # the watch loop's own end, a second or two later, finds nothing left either
     assert watch_tails(f"{device_port}.log") == []
 
+
+def test_ctrl_c_during_a_detached_start_leaves_nothing_behind(serve_state, tiny_gguf, tmp_path):
+    """Ctrl-C while `serve --detach` waits for a server still loading: the supervisor stops what it
+    started and the command exits 130, leaving neither the supervisor's log nor the start's result
+    file (the supervisor writes it as it ends: interrupted) in the state directory."""
+    import signal
+    import time
+
+    dest = str(tmp_path / "inst" / "llama.cpp")
+    slow = tmp_path / "llama-server"
+    slow.write_text("#!/bin/sh\necho 'loading model'\nexec sleep 60\n")
+    slow.chmod(0o755)
+    populate(f"local:{dest}", dest, {"llama-server": slow})
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "hexbuild", "serve", "-t", f"local:{dest}", "--model",
+                             str(tiny_gguf), "--models-dir", str(tmp_path / "m"), "--port", str(port), "--detach"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not state_mod.records() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        (rec,) = state_mod.records()
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=90) == 130
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert not pid_alive(rec["pid"]) and not pid_alive(rec["supervisor_pid"]) and port_free(port)
+    assert state_mod.records() == [] and "Traceback" not in proc.stderr.read()
+    # the server's own log stays, as a failed start's does
+    assert [p.name for p in serve_state.iterdir() if p.name != f"{port}.log"] == []

@@ -49,6 +49,7 @@ def detach(req: ServeRequest, settings, *, stream: bool = True, timeout: float |
     try:
         return _start_and_wait(req, values, result_file, log_path, stream, timeout)
     except BaseException:  # nothing of a failed start stays behind: its log was said in the error
+        result_file.unlink(missing_ok=True)  # a supervisor stopped by Ctrl-C or the timeout wrote it as it ended
         if kept is None:
             log_path.unlink(missing_ok=True)
         else:
