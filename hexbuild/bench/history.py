@@ -195,7 +195,7 @@ def target_context(target: Any, dest: str) -> dict[str, Any]:
     except HexbuildError:
         pass  # the results still count; the device columns stay empty
     kind = getattr(target, "kind", None)
-    if not ctx["device_serial"] and kind in ("local", "qemu", "qemu+npu"):
+    if not ctx["device_serial"] and getattr(getattr(target, "caps", None), "this_machine", False):
         import socket
 
         # this machine, whichever directory the install is in; its emulator is a device of its own

@@ -104,7 +104,7 @@ def log_rest(target, log: str, offset: int, *, limit: int | None = None,
              end_tail: tuple[int, str] | None = None) -> bytes:
     """The device log from byte ``offset`` on, at most ``limit`` bytes (a local file is read here);
     then the tail ``end_tail`` names (PID, start time), if it still runs, is ended."""
-    if target.kind in ("local", "qemu"):
+    if target.caps.this_machine:
         try:
             with open(log, "rb") as f:
                 f.seek(offset)

@@ -147,7 +147,7 @@ def prepare_on(target, req: RunRequest, *, offline_ok: bool = False,
             digest = hashlib.sha256(data).hexdigest()[:12]
             prompt_path = f"{dest}/{PROMPTS_DIR}/{digest}-{_slug(local.name)}"
             prompt_upload = (local, prompt_path)
-        elif getattr(target, "kind", None) in ("local", "qemu"):  # the device is this machine: it is not there
+        elif getattr(getattr(target, "caps", None), "this_machine", False):  # the device is this machine: not there
             what = "is a directory, not a prompt file" if local.is_dir() else "not found"
             raise UsageError(f"prompt file {what}: {req.prompt_file}")
         elif req.prompt_file.startswith("/"):

@@ -155,23 +155,6 @@ def dispatch_proof(startup_log: str, inv, *, target: str, log: str, allow_cpu_fa
 
 
 def _startup_log(target, device_log: str, watcher) -> str:
-<<<<<<< HEAD
-    """What the server printed up to now. A local file is read whole; a remote one arrives through
-    the watcher's stream (no second channel beside the forward's), which may lag behind what
-    /health saw, so it is given a moment to settle."""
-    if target.kind in ("local", "qemu", "qemu+npu"):
-        data = target.read_file(device_log)
-        if data is not None:
-            return data.decode("utf-8", "replace")
-    last, deadline = None, time.monotonic() + 2.0
-    while time.monotonic() < deadline:
-        text = watcher.startup_text()
-        if text == last:
-            break
-        last = text
-        time.sleep(0.3)
-    return watcher.startup_text()
-=======
     """What the server printed up to now, read from the device log itself in one call (the
     watcher's stream may lag behind what /health saw: it used to be given 0.3 s to settle, the
     most of a detached start over adb); the stream's text when the device cannot be asked."""
@@ -179,7 +162,6 @@ def _startup_log(target, device_log: str, watcher) -> str:
         return background.log_rest(target, device_log, 0, limit=background.TEXT_LIMIT).decode("utf-8", "replace")
     except HexbuildError:
         return watcher.startup_text()
->>>>>>> main
 
 
 def start(req: ServeRequest, settings, *, sink: Callable[[bytes], None] | None = None) -> Server:
@@ -207,7 +189,7 @@ def _start(target, req: ServeRequest, settings, sink) -> Server:
     dest = target.expand(req.dest or default_dest(target))
     models_dir = target.expand(req.models_dir or default_models_dir(target))  # where run looks too
     device_port = req.device_port or req.port
-    if target.kind in ("local", "qemu", "qemu+npu") and device_port != req.port:
+    if target.caps.this_machine and device_port != req.port:
         raise UsageError(f"{target.spec} runs the server on this machine: --device-port must equal --port")
     local = Path(req.model).expanduser()
     push = local if local.is_file() else None

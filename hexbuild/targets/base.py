@@ -88,6 +88,9 @@ class TargetCaps:
     # an emulated cDSP answers its FastRPC sessions (qemu+npu:): NPU packages run their HTP sessions
     # there, emulated, and every result says so
     virtual_npu: bool = False
+    # the device is this machine: its paths are this machine's paths (local:, and qemu:'s
+    # emulated programs), read and written here without a device call
+    this_machine: bool = False
     # a push makes the directories it writes into (adb sync's SEND), so a release's staging call
     # (links, device-side copies) can run beside the push instead of before it
     push_makes_dirs: bool = False

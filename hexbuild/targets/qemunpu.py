@@ -24,7 +24,8 @@ from .qemu import QemuTarget, default_root as qemu_default_root
 
 class QemuNpuTarget(QemuTarget):
     kind = "qemu+npu"
-    caps = TargetCaps(package_oses=("linux",), glibc_check=True, forward=True, emulator=True, virtual_npu=True)
+    caps = TargetCaps(package_oses=("linux",), glibc_check=True, forward=True, emulator=True, this_machine=True,
+                      virtual_npu=True)
 
     def __init__(self, spec: str, root: str, *, sysroot: str = "", npu: str = "v73", timeout: float = 15.0,
                  transfer_timeout: float = 600.0):

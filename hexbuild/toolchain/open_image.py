@@ -70,109 +70,12 @@ def find(client: Any, rec: Recipe | None = None) -> dict[str, Any] | None:
 def ensure_open_image(client: Any, *, method: str = "auto", rebuild: bool = False,
                       cache: Path | None = None) -> OpenImage:
     """Find or make the open toolchain image on the engine ``client`` talks to."""
-<<<<<<< HEAD
-    return recipe_image.ensure(client, recipe(), cache=cache or cache_dir(), method=method, rebuild=rebuild)
-=======
-    if method not in METHODS:
-        raise UsageError(f"--method must be one of {', '.join(METHODS)}, got {method!r}")
-    start = time.monotonic()
-    rec = recipe()
-    cache = cache or cache_dir()
-    tarball = cache / f"open-arm64-linux-{rec.tag}.tar"
+    made = recipe_image.ensure(client, recipe(), cache=cache or cache_dir(), method=method, rebuild=rebuild)
+    if made.status == "created":  # a new image of this recipe: qemu: targets extract its runtime again
+        from .sysroot import forget_image
 
-    def done(status: str, how: str | None) -> OpenImage:
-        attrs = find(client, rec)
-        if attrs is None:
-            raise EnvironmentMissing(f"{rec.image} is not on the Docker engine after making it")
-        if status == "created":  # a new image of this recipe: qemu: targets extract its runtime
-            from .sysroot import forget_image
-
-            forget_image(rec.image)
-        return OpenImage(rec.image, REPOSITORY, rec.tag, rec.hash, status, how, time.monotonic() - start,
-                         attrs["Id"], rec.packages, str(tarball) if tarball.is_file() else None)
-
-    if not rebuild and find(client, rec) is not None:
-        return done("reused", None)
-    if tarball.is_file() and method != "dockerfile" and not rebuild:
-        _import(client, tarball, rec)
-        return done("created", "cache")
-    if method == "auto":
-        method = "dockerfile" if _has_network(client) else "rootfs"
-        ui.detail(f"the engine {'has' if method == 'dockerfile' else 'has no'} bridge network: {method}")
-    if method == "dockerfile":
-        _docker_build(client, rec)
-    else:
-        build_rootfs(rec, tarball)
-        _import(client, tarball, rec)
-    return done("created", method)
-
-
-def _has_network(client: Any) -> bool:
-    try:
-        return bool(client.api.networks(names=["bridge"]))
-    except Exception:
-        return False
-
-
-def _docker_build(client: Any, rec: Recipe) -> None:
-    from docker.errors import APIError, BuildError
-
-    ui.info(f"building {rec.image} from the Dockerfile (debian:{SUITE} + {len(rec.packages)} packages)")
-    with tempfile.TemporaryDirectory(prefix="hexbuild-open-recipe-") as tmp:
-        rec.write(Path(tmp))
-        ui.command(["docker", "build", "--label", f"{RECIPE_LABEL}={rec.hash}", "-t", rec.image, tmp])
-        try:
-            for chunk in client.api.build(path=tmp, tag=rec.image, labels={RECIPE_LABEL: rec.hash}, rm=True,
-                                          forcerm=True, pull=True, decode=True):
-                if "error" in chunk:
-                    raise BuildError(chunk["error"], [])
-                line = str(chunk.get("stream") or "").rstrip()
-                if line.startswith("Step "):
-                    ui.info(f"  {line}")
-                elif line:
-                    ui.detail(f"  {line}")
-        except (APIError, BuildError) as e:
-            raise EnvironmentMissing(f"docker build of {rec.image} failed: {str(e).splitlines()[0]}",
-                                     hint="an engine without a network cannot pull debian:bookworm or run apt: "
-                                          "use --method rootfs (as root, with debootstrap)") from None
-
-
-# -- the root filesystem way ---------------------------------------------------------------------
-def debian_mirror(sources: Path = Path("/etc/apt")) -> str | None:
-    """This machine's Debian mirror for the suite, from its apt sources (deb822 files first, then
-    sources.list); security mirrors are skipped."""
-    for f in sorted((sources / "sources.list.d").glob("*.sources")):
-        uris = suites = None
-        for line in [*f.read_text(errors="replace").splitlines(), ""]:
-            key, _, value = line.partition(":")
-            if not line.strip():  # end of a stanza
-                if uris and suites and SUITE in suites.split() and "security" not in uris:
-                    return uris.split()[0]
-                uris = suites = None
-            elif key.strip() == "URIs":
-                uris = value.strip()
-            elif key.strip() == "Suites":
-                suites = value.strip()
-    try:
-        for line in (sources / "sources.list").read_text(errors="replace").splitlines():
-            parts = line.split()
-            opts = [p for p in parts if p.startswith("[")]
-            parts = [p for p in parts if p not in opts]
-            if len(parts) >= 3 and parts[0] == "deb" and parts[2] == SUITE and "security" not in parts[1]:
-                return parts[1]
-    except OSError:
-        pass
-    return None
-
-
-def _debootstrap(dirs: list[str] | None = None) -> str:
-    for d in dirs if dirs is not None else [*os.environ.get("PATH", "").split(":"), "/usr/sbin", "/sbin"]:
-        p = Path(d) / "debootstrap"
-        if d and p.is_file() and os.access(p, os.X_OK):
-            return str(p)
-    raise EnvironmentMissing("debootstrap is not installed: the engine has no network, so hexbuild builds the "
-                             "image's root filesystem here", hint="apt-get install debootstrap (as root)")
->>>>>>> main
+        forget_image(made.image)
+    return made
 
 
 def build_rootfs(rec: Recipe, tarball: Path) -> Path:
