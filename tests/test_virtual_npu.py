@@ -76,6 +76,31 @@ def test_mul_mat_q4_0_passes_on_htp0(cli, qemu_npu_env, real_hexagon_package, tm
     assert "known to fail on phones too" in r.err
 
 
+def test_perplexity_and_bench_run_on_the_virtual_npu(cli, qemu_npu_env, real_hexagon_package, tiny_gguf_ascii,
+                                                    tmp_path):
+    """test ppl: the same GGUF and text on HTP0 and on the CPU agree within 1 %; bench: llama-bench's
+    rows from the emulated session, marked emulated in the history, which compare refuses to set
+    beside a phone's."""
+    spec, models = f"qemu+npu:{tmp_path}/inst", str(tmp_path / "models")
+    deploy(cli, real_hexagon_package, spec, "--model", str(tiny_gguf_ascii), "--models-dir", models)
+    text = tmp_path / "text.txt"
+    words = "hello world the a NPU Hexagon llama model fast test is on and of to in it run token ok".split()
+    text.write_text(" ".join(words[(i * 7) % len(words)] for i in range(2000)))
+    r = cli("--json", "-q", "test", "ppl", "-t", spec, "--models-dir", models, "--model", tiny_gguf_ascii.name,
+            "--text", str(text), "--chunks", "2", "-c", "128", "--out", str(tmp_path / "ppl"))
+    assert r.rc == 0, r.err
+    doc = r.json
+    assert doc["ok"] and doc["emulated"] is True and doc["relative_diff"] < 0.01
+    assert doc["htp"]["dispatch"]["opened"] == 1 and doc["htp"]["dispatch"]["htp_bytes"] > 0
+    assert doc["htp"]["ppl"] > 1 and doc["cpu"]["ppl"] > 1
+    r = cli("--json", "-q", "bench", "-t", spec, "--models-dir", models, "--model", tiny_gguf_ascii.name,
+            "--ndev", "1", "--out", str(tmp_path / "bench"), "--", "-p", "16", "-n", "4", "-r", "1")
+    assert r.rc == 0, r.err
+    rows = r.json["results"]
+    assert {row["test"] for row in rows} == {"pp16", "tg4"}, rows
+    assert all(row["emulated"] is True and row["median_ts"] > 0 for row in rows)
+
+
 def planted(tree: Path, dest: Path, after: str, old: str, new: str) -> Path:
     """A copy of ``tree`` (a real one: the build writes into it) whose matmul-ops.c has ``old``
     replaced by ``new`` at the first place after the text ``after``."""

@@ -4,7 +4,7 @@ Session fixture ``real_hexagon_package``: the 0.3.28 tree (a copy under the test
 ``hexagon-build/llama.cpp-0.3.28``, whose build directory is kept) built as a user runs it on the
 default (vendor) path: ``hexbuild build --os linux --htp v73,v79`` on the image the checkout
 pins, which scripts/toolchain-double.sh's code tags as the double. Only llama-completion and what
-it links, and test-backend-ops, are built (``build.build_targets`` in a config file outside the checkout), and ccache is
+it links, and the tools the virtual NPU's tests run, are built (``build.build_targets`` in a config file outside the checkout), and ccache is
 the open build's (``open-ccache/``, tests/infra/real_build.py builds the same 0.3.28 tree with the
 same clang-19 in the same image base), so a cold run compiles little of the host side. The skels
 (libggml-htp-v73/v79.so) come from the tree's own HTP CMake with LLVM 21.
@@ -27,7 +27,8 @@ from tests.infra.docker_engine import InfraError, cache_dir
 
 TREE_VERSION = "0.3.28"
 HTP = ("v73", "v79")
-TARGETS = ("llama-completion", "test-backend-ops")  # test-backend-ops: test ops on the virtual NPU
+# test-backend-ops, llama-perplexity, llama-bench: test ops, test ppl and bench on the virtual NPU
+TARGETS = ("llama-completion", "test-backend-ops", "llama-perplexity", "llama-bench")
 BUILD_TIMEOUT = 3600
 
 
