@@ -2,7 +2,8 @@
 # Builds hexbuild's toolchain double (the stand-in for the vendor's Snapdragon toolchain images, with
 # real compilers: see docker/Dockerfile.toolchain-fixture) on the Docker engine DOCKER_HOST names (or
 # the default socket), and tags it as the test suite's images and, with --source TREE, as the images
-# that llama.cpp checkout pins, so `hexbuild build --source TREE` runs on it.
+# that llama.cpp checkout pins, so `hexbuild build --source TREE` runs on it. Its SDK headers are
+# this checkout's hexbuild/dsp/include (tests/infra/toolchain_double.py assembles the build context).
 #
 #   scripts/toolchain-double.sh [--source TREE]
 #

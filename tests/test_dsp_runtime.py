@@ -30,7 +30,7 @@ def _ulps(got: np.ndarray, want: np.ndarray) -> np.ndarray:
 @pytest.fixture(scope="module")
 def runtime_results(kernel_run, tmp_path_factory):
     work = tmp_path_factory.mktemp("dsp-runtime")
-    for f in ("start.c", "libc.c", "libm.c", "rt.c", "sys.h"):
+    for f in ("start.c", "libc.c", "stdio.c", "heap.c", "libm.c", "rt.c", "sys.h"):
         shutil.copy(RUNTIME / f, work / f)
     shutil.copy(HERE / "dsp_runtime" / "check_runtime.c", work / "check_runtime.c")
     rng = np.random.default_rng(7)
@@ -42,7 +42,7 @@ def runtime_results(kernel_run, tmp_path_factory):
             "-isystem /t/inc -isystem $(clang-21 -print-resource-dir)/include -I/t"
     inc = HERE.parent / "hexbuild" / "dsp" / "include"
     shutil.copytree(inc, work / "inc")
-    script = (f"set -e; for f in start libc libm rt; do clang-21 {flags} -fno-builtin -c $f.c -o $f.o; done; "
+    script = (f"set -e; for f in start libc stdio heap libm rt; do clang-21 {flags} -fno-builtin -c $f.c -o $f.o; done; "
               f"clang-21 {flags} -c check_runtime.c -o check.o; ld.lld-21 -static -e _start -o check *.o; "
               "/opt/hexbuild/bin/qemu-hexagon -cpu v73 ./check in.bin out.bin")
     rc, log = kernel_run(["sh", "-c", script], work)

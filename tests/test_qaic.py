@@ -13,10 +13,18 @@ from pathlib import Path
 
 import pytest
 
+from tests.infra.toolchain_double import fixture_tree
+
 REPO = Path(__file__).resolve().parents[1]
 SDK = REPO / "docker" / "toolchain-fixture" / "hexagon-sdk"
 QAIC = SDK / "ipc" / "fastrpc" / "qaic" / "bin" / "qaic"
 CLANG = shutil.which("clang-19") or shutil.which("clang")
+
+
+@pytest.fixture(scope="module")
+def incs(tmp_path_factory) -> Path:
+    """The double's SDK headers (incs/: hexbuild/dsp/include's, placed as the double has them)."""
+    return fixture_tree(tmp_path_factory.mktemp("double") / "toolchain-fixture") / "hexagon-sdk" / "incs"
 
 
 def qaic(idl: Path, out: Path) -> subprocess.CompletedProcess:
@@ -24,7 +32,7 @@ def qaic(idl: Path, out: Path) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.parametrize("version", ["0.3.20", "0.3.28", "0.3.36"])
-def test_real_idl_compiles_for_host_and_dsp(version, tmp_path, request):
+def test_real_idl_compiles_for_host_and_dsp(version, tmp_path, request, incs):
     tree = request.getfixturevalue(f"tree_{version.replace('.', '_')}")
     idl = tree / "ggml" / "src" / "ggml-hexagon" / "htp" / "htp_iface.idl"
     cp = qaic(idl, tmp_path)
@@ -41,7 +49,7 @@ def test_real_idl_compiles_for_host_and_dsp(version, tmp_path, request):
     assert "REMOTE_SCALARS_MAKEX(0, 2, 1, 0, 0, 0)" in (tmp_path / "htp_iface_stub.c").read_text()  # start: one in buffer
     if not CLANG:
         pytest.fail("clang-19 is missing: run scripts/setup-test-env.sh")
-    inc = ["-I", str(tmp_path), "-I", str(SDK / "incs")]
+    inc = ["-I", str(tmp_path), "-I", str(incs)]
     for target, src in (("aarch64-linux-gnu", "htp_iface_stub.c"), ("hexagon", "htp_iface_skel.c")):
         cp = subprocess.run([CLANG, f"--target={target}", "-ffreestanding", "-Wall", "-Werror", "-c", *inc,
                              str(tmp_path / src), "-o", str(tmp_path / (src + ".o"))], capture_output=True, text=True)
@@ -120,7 +128,7 @@ int main(int argc, char **argv) {
 """
 
 
-def test_stub_and_skel_carry_every_argument(tmp_path):
+def test_stub_and_skel_carry_every_argument(tmp_path, incs):
     """A call through the generated stub reaches the skel's implementation with in scalars,
     structs (by pointer), 64-bit values, sequences and strings intact, and rout values come back;
     the scalars word counts the primary and sequence buffers (REMOTE_SCALARS_MAKEX)."""
@@ -131,7 +139,7 @@ def test_stub_and_skel_carry_every_argument(tmp_path):
     assert cp.returncode == 0, cp.stderr
     (tmp_path / "main.c").write_text(ROUND_TRIP_MAIN)
     (tmp_path / "dsp.c").write_text(ROUND_TRIP_DSP)
-    inc = ["-Wall", "-Werror", "-I", str(tmp_path), "-I", str(SDK / "incs")]
+    inc = ["-Wall", "-Werror", "-I", str(tmp_path), "-I", str(incs)]
     skel, exe = tmp_path / "librt_skel.so", tmp_path / "rt"
     # -Bsymbolic, as a skel is linked: its calls reach its own rt_* (the host's are the stub's)
     cp = subprocess.run([CLANG, *inc, "-shared", "-fPIC", "-Wl,-Bsymbolic", str(tmp_path / "dsp.c"),

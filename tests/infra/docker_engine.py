@@ -8,8 +8,9 @@ loopback addresses, so a registry on 127.0.0.1 (tests/infra/registry.py) is reac
 
 ``toolchain_images`` makes the toolchain double, the stand-in for the vendor's Snapdragon toolchain
 image with real compilers (tests/infra/toolchain_double.py: hexbuild's open toolchain image plus
-LLVM 21 for Hexagon and the SDK stand-in of docker/toolchain-fixture/), tagged like the vendor's
-image. It is rebuilt only when one of its inputs changes.
+LLVM 21 for Hexagon and the SDK stand-in of docker/toolchain-fixture/, whose headers are
+hexbuild/dsp/include's), tagged like the vendor's image. It is rebuilt only when one of its inputs
+changes.
 
 Set HEXBUILD_TEST_DOCKER_HOST to use an engine you started yourself instead.
 The benchmark (benchmarks/build_overhead.py) uses the same functions outside pytest.

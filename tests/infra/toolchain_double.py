@@ -7,10 +7,19 @@ self-contained tree (tests/infra/hexagon_tools.py, imported as an image of its o
 into the SDK), and the SDK stand-in of docker/toolchain-fixture/. Everything is local: the build
 runs with no network.
 
+The SDK's headers (FastRPC, HAP, AEE, QuRT, the target's C library) are hexbuild's own,
+hexbuild/dsp/include, which its DSP runtime and kernel check compile against: one copy. They
+reach the double through ``fixture_tree``, which lays out docker/toolchain-fixture/ with each
+header where the vendor's SDK keeps it (``header_places``); the image is built from a context
+assembled that way (``build_context``), and ``local_sdk`` lays out the same tree. A header the
+double must have otherwise is kept in docker/toolchain-fixture/ at its place, with why in its
+first comment: the fixture's file wins.
+
 Used by the ``toolchain_images`` test fixture (tests/infra/docker_engine.py), by
 scripts/toolchain-double.sh (``python -m tests.infra.toolchain_double``) and by the benchmarks.
-The images are rebuilt only when an input changes: a label holds the hash of the Dockerfile, the
-files under docker/toolchain-fixture/, the base image's ID and the tools tree's key.
+The images are rebuilt only when an input changes: a label holds the hash of the build context
+(the Dockerfile, docker/toolchain-fixture/ and the headers in their places), the base image's ID
+and the tools tree's key.
 """
 
 from __future__ import annotations
@@ -18,8 +27,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from tests.infra import hexagon_tools
@@ -28,17 +39,57 @@ from tests.infra.docker_engine import DOCKER_DIR, FIXTURE_DOCKERFILE, InfraError
 TARGETS = ("arm64-android", "arm64-linux")
 CONTEXT_LABEL = "hexbuild.test.context"
 TOOLS_REPOSITORY = "hexbuild.test/hexagon-tools"
+FIXTURE = DOCKER_DIR / "toolchain-fixture"
+HEADERS = DOCKER_DIR.parent / "hexbuild" / "dsp" / "include"
+# The target's C library headers (the Hexagon tools' target/hexagon/include); QuRT's are in qurt/,
+# the rest are the SDK's own (incs/).
+LIBC_HEADERS = frozenset({"assert.h", "inttypes.h", "math.h", "stddef.h", "stdio.h", "stdlib.h", "string.h",
+                          "unistd.h"})
 
 
-def context_hash(base_id: str) -> str:
-    """Content (and modes) of everything the double is built from."""
+def header_places() -> dict[str, Path]:
+    """{path under docker/toolchain-fixture/: the header of hexbuild/dsp/include that goes there}."""
+    places = {}
+    for src in sorted(HEADERS.rglob("*.h")):
+        rel = src.relative_to(HEADERS)
+        if rel.parts[0] == "qurt":
+            places[f"hexagon-sdk/rtos/qurt/compute/include/{rel}"] = src
+        elif str(rel) in LIBC_HEADERS:
+            places[f"hexagon-tools/target/hexagon/include/{rel}"] = src
+        else:
+            places[f"hexagon-sdk/incs/{rel}"] = src
+    return places
+
+
+def fixture_tree(dest: Path) -> Path:
+    """docker/toolchain-fixture/ laid out in ``dest`` with hexbuild's headers in their places (a
+    header the fixture has itself is the double's own: it stays)."""
+    shutil.copytree(FIXTURE, dest, symlinks=True)
+    for rel, src in header_places().items():
+        if not (dest / rel).exists():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / rel)
+    return dest
+
+
+def build_context(dest: Path) -> Path:
+    """The double's Docker build context in ``dest`` (a context cannot reach outside its
+    directory, and the headers live in hexbuild/): the Dockerfile and the fixture tree."""
+    dest.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(DOCKER_DIR / FIXTURE_DOCKERFILE, dest / FIXTURE_DOCKERFILE)
+    fixture_tree(dest / "toolchain-fixture")
+    return dest
+
+
+def context_hash(context: Path, base_id: str) -> str:
+    """Content (and modes) of everything the double is built from: the build context, the base
+    image and the tools tree."""
     h = hashlib.sha256()
-    files = [DOCKER_DIR / FIXTURE_DOCKERFILE, *(DOCKER_DIR / "toolchain-fixture").rglob("*")]
-    for p in sorted(files):
+    for p in sorted(context.rglob("*")):
         if p.is_symlink():
-            h.update(str(p.relative_to(DOCKER_DIR)).encode() + b"\0->" + os.readlink(p).encode() + b"\0")
+            h.update(str(p.relative_to(context)).encode() + b"\0->" + os.readlink(p).encode() + b"\0")
         elif p.is_file():
-            h.update(str(p.relative_to(DOCKER_DIR)).encode() + b"\0")
+            h.update(str(p.relative_to(context)).encode() + b"\0")
             h.update(oct(p.stat().st_mode & 0o777).encode() + b"\0")
             h.update(p.read_bytes() + b"\0")
     h.update(base_id.encode() + b"\0" + hexagon_tools.key().encode())
@@ -87,28 +138,30 @@ def ensure(client, cache: Path | None = None, tags: dict[str, list[str]] | None 
     cache = cache or cache_dir()
     base = ensure_open_image_on(client, cache)
     tools = tools_image(client, cache)
-    want = context_hash(client.images.get(base).id)
     out = {}
-    for target in TARGETS:
-        refs = (tags or {}).get(target) or []
-        if not refs:
-            continue
-        if _label(client, refs[0]) != want:
-            try:
-                client.images.build(path=str(DOCKER_DIR), dockerfile=FIXTURE_DOCKERFILE, target=target, tag=refs[0],
-                                    buildargs={"BASE": base, "TOOLS": tools}, labels={CONTEXT_LABEL: want},
-                                    network_mode="none", rm=True, forcerm=True, pull=False)
-            except docker.errors.BuildError as e:
-                lines = [str(c.get("stream") or c.get("error") or "").rstrip() for c in e.build_log]
-                raise InfraError(f"building the toolchain double ({target}) failed: {e}\n"
-                                 + "\n".join(x for x in lines if x)[-3000:]) from None
-        img = client.images.get(refs[0])
-        for ref in refs[1:]:
-            repo, _, tag = ref.rpartition(":")
-            if not repo or "/" in tag:
-                repo, tag = ref, "latest"
-            img.tag(repo, tag)
-        out[target] = refs[0]
+    with tempfile.TemporaryDirectory(prefix="hexbuild-double-") as tmp:
+        context = build_context(Path(tmp))
+        want = context_hash(context, client.images.get(base).id)
+        for target in TARGETS:
+            refs = (tags or {}).get(target) or []
+            if not refs:
+                continue
+            if _label(client, refs[0]) != want:
+                try:
+                    client.images.build(path=str(context), dockerfile=FIXTURE_DOCKERFILE, target=target, tag=refs[0],
+                                        buildargs={"BASE": base, "TOOLS": tools}, labels={CONTEXT_LABEL: want},
+                                        network_mode="none", rm=True, forcerm=True, pull=False)
+                except docker.errors.BuildError as e:
+                    lines = [str(c.get("stream") or c.get("error") or "").rstrip() for c in e.build_log]
+                    raise InfraError(f"building the toolchain double ({target}) failed: {e}\n"
+                                     + "\n".join(x for x in lines if x)[-3000:]) from None
+            img = client.images.get(refs[0])
+            for ref in refs[1:]:
+                repo, _, tag = ref.rpartition(":")
+                if not repo or "/" in tag:
+                    repo, tag = ref, "latest"
+                img.tag(repo, tag)
+            out[target] = refs[0]
     return out
 
 
@@ -117,11 +170,7 @@ def local_sdk(dest: Path, cache: Path | None = None) -> Path:
     ``--engine local``): the SDK stand-in, LLVM 21's tree (hard links into the test cache) with
     the vendor driver names over it, the QuRT version directories and the target files built by
     its clang. Returns HEXAGON_SDK_ROOT; HEXAGON_TOOLS_ROOT is tools/HEXAGON_Tools/21.1.8 below it."""
-    import shutil
-
-    fixture = DOCKER_DIR / "toolchain-fixture"
     tree = hexagon_tools.ensure(cache)
-    shutil.copytree(fixture / "hexagon-sdk", dest, symlinks=True)
     tools = dest / "tools" / "HEXAGON_Tools" / "21.1.8" / "Tools"
 
     def link(src, dst):
@@ -130,8 +179,11 @@ def local_sdk(dest: Path, cache: Path | None = None) -> Path:
         except OSError:
             shutil.copy2(src, dst)
 
-    shutil.copytree(tree, tools, symlinks=True, copy_function=link, ignore=shutil.ignore_patterns(".complete"))
-    shutil.copytree(fixture / "hexagon-tools", tools, symlinks=True, dirs_exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="hexbuild-double-") as tmp:
+        fixture = fixture_tree(Path(tmp) / "toolchain-fixture")
+        shutil.copytree(fixture / "hexagon-sdk", dest, symlinks=True)
+        shutil.copytree(tree, tools, symlinks=True, copy_function=link, ignore=shutil.ignore_patterns(".complete"))
+        shutil.copytree(fixture / "hexagon-tools", tools, symlinks=True, dirs_exist_ok=True)
     for v in ("v68", "v69", "v71", "v73", "v75", "v79"):
         (dest / "rtos" / "qurt" / f"compute{v}").symlink_to("compute")
     cp = subprocess.run([str(tools / "make-target-libs.sh")], capture_output=True, text=True)

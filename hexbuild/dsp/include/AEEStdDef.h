@@ -1,4 +1,5 @@
-/* hexbuild DSP runtime: the Hexagon SDK's basic types. */
+/* The Hexagon SDK's basic types, declared from the public SDK API.
+ * For hexbuild's DSP runtime and kernel check, and the test suite's toolchain double (its SDK). */
 #ifndef AEESTDDEF_H
 #define AEESTDDEF_H
 #include <stdint.h>

@@ -1,5 +1,6 @@
-/* hexbuild DSP runtime: the AEE error codes FastRPC, the SDK and the DSP return.
- * Codes raised on the DSP carry AEE_EOFFSET (0x80000400); the host library's codes are bare. */
+/* The AEE error codes FastRPC, the SDK and the DSP return, declared from the public SDK API. Codes raised on
+ * the DSP carry AEE_EOFFSET (0x80000400); the host library's codes are bare.
+ * For hexbuild's DSP runtime and kernel check, and the test suite's toolchain double (its SDK). */
 #ifndef AEESTDERR_H
 #define AEESTDERR_H
 

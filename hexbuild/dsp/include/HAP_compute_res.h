@@ -1,4 +1,5 @@
-/* hexbuild DSP runtime: VTCM and HMX resource manager of the compute DSP. */
+/* VTCM and HMX resource manager of the compute DSP, declared from the public SDK API.
+ * For hexbuild's DSP runtime and kernel check, and the test suite's toolchain double (its SDK). */
 #ifndef HAP_COMPUTE_RES_H
 #define HAP_COMPUTE_RES_H
 #include <stddef.h>

@@ -1,4 +1,5 @@
-/* hexbuild DSP runtime: user ETM (embedded trace) switches. */
+/* User ETM (embedded trace) switches, declared from the public SDK API.
+ * For hexbuild's DSP runtime and kernel check, and the test suite's toolchain double (its SDK). */
 #ifndef HAP_ETM_CONFIG_H
 #define HAP_ETM_CONFIG_H
 #ifdef __cplusplus

@@ -1,5 +1,6 @@
-/* hexbuild DSP runtime: FARF, the DSP's runtime log macro. Levels LOW/MEDIUM/HIGH compile in when
- * FARF_<LEVEL> is defined to 1; ERROR, FATAL and ALWAYS always do. */
+/* FARF, the DSP's runtime log macro, declared from the public SDK API. Levels LOW/MEDIUM/HIGH compile in
+ * when FARF_<LEVEL> is defined to 1; ERROR, FATAL and ALWAYS always do.
+ * For hexbuild's DSP runtime and kernel check, and the test suite's toolchain double (its SDK). */
 #ifndef HAP_FARF_H
 #define HAP_FARF_H
 #include <stdint.h>

@@ -1,4 +1,5 @@
-/* hexbuild DSP runtime: DSP memory maps of host buffers (HAP_mmap) and memory requests. */
+/* DSP memory maps of host buffers (HAP_mmap) and memory requests, declared from the public SDK API.
+ * For hexbuild's DSP runtime and kernel check, and the test suite's toolchain double (its SDK). */
 #ifndef HAP_MEM_H
 #define HAP_MEM_H
 #include <stddef.h>

@@ -1,4 +1,5 @@
-/* hexbuild DSP runtime: DSP timers. */
+/* DSP timers, declared from the public SDK API.
+ * For hexbuild's DSP runtime and kernel check, and the test suite's toolchain double (its SDK). */
 #ifndef HAP_PERF_H
 #define HAP_PERF_H
 #include <stdint.h>

@@ -1,4 +1,5 @@
-/* hexbuild DSP runtime: the DSP power and clock request API (HAP_power_set). */
+/* The DSP power and clock request API (HAP_power_set), declared from the public SDK API.
+ * For hexbuild's DSP runtime and kernel check, and the test suite's toolchain double (its SDK). */
 #ifndef HAP_POWER_H
 #define HAP_POWER_H
 #include <stdint.h>

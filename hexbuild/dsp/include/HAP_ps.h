@@ -1,4 +1,5 @@
-/* hexbuild DSP runtime: process information of the DSP user PD. */
+/* Process information of the DSP user PD, declared from the public SDK API.
+ * For hexbuild's DSP runtime and kernel check, and the test suite's toolchain double (its SDK). */
 #ifndef HAP_PS_H
 #define HAP_PS_H
 #include <stdint.h>

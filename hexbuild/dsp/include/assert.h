@@ -1,4 +1,5 @@
-/* hexbuild DSP runtime: the C library's <assert.h>. */
+/* The Hexagon C library's <assert.h>, declared from the C library's public API.
+ * For hexbuild's DSP runtime and kernel check, and the test suite's toolchain double (its SDK). */
 #undef assert
 #ifdef NDEBUG
 #define assert(e) ((void) 0)

@@ -1,4 +1,5 @@
-/* hexbuild DSP runtime: the asynchronous host <-> DSP packet queue. */
+/* The asynchronous host <-> DSP packet queue, declared from the public FastRPC API.
+ * For hexbuild's DSP runtime and kernel check, and the test suite's toolchain double (its SDK). */
 #ifndef DSPQUEUE_H
 #define DSPQUEUE_H
 #include <stdint.h>

@@ -1,4 +1,5 @@
-/* hexbuild DSP runtime: the C library's <inttypes.h> (ILP32: long is 32 bits). */
+/* The Hexagon C library's <inttypes.h> (ILP32: long is 32 bits), declared from the C library's public API.
+ * For hexbuild's DSP runtime and kernel check, and the test suite's toolchain double (its SDK). */
 #ifndef _INTTYPES_H
 #define _INTTYPES_H
 #include <stdint.h>

@@ -1,4 +1,5 @@
-/* hexbuild DSP runtime: the C library's <math.h> (no M_PI: the tree defines it). */
+/* The Hexagon C library's <math.h> (no M_PI: the tree defines it), declared from the C library's public API.
+ * For hexbuild's DSP runtime and kernel check, and the test suite's toolchain double (its SDK). */
 #ifndef _MATH_H
 #define _MATH_H
 #ifdef __cplusplus

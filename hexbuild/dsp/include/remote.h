@@ -1,5 +1,5 @@
-/* hexbuild DSP runtime: the FastRPC user API (remote handles, invocation, session control),
- * declared from the public FastRPC API. */
+/* The FastRPC user API (remote handles, invocation, session control), declared from the public FastRPC API.
+ * For hexbuild's DSP runtime and kernel check, and the test suite's toolchain double (its SDK). */
 #ifndef REMOTE_H
 #define REMOTE_H
 #include <stddef.h>

@@ -1,4 +1,5 @@
-/* hexbuild DSP runtime: shared (ION/DMA-BUF) memory for FastRPC. */
+/* Shared (ION/DMA-BUF) memory for FastRPC, declared from the public FastRPC API.
+ * For hexbuild's DSP runtime and kernel check, and the test suite's toolchain double (its SDK). */
 #ifndef RPCMEM_H
 #define RPCMEM_H
 #include <stddef.h>

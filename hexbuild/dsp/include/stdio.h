@@ -1,4 +1,5 @@
-/* hexbuild DSP runtime: the C library's <stdio.h>. */
+/* The Hexagon C library's <stdio.h>, declared from the C library's public API.
+ * For hexbuild's DSP runtime and kernel check, and the test suite's toolchain double (its SDK). */
 #ifndef _STDIO_H
 #define _STDIO_H
 #include <stddef.h>

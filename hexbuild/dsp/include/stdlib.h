@@ -1,4 +1,5 @@
-/* hexbuild DSP runtime: the C library's <stdlib.h>. */
+/* The Hexagon C library's <stdlib.h>, declared from the C library's public API.
+ * For hexbuild's DSP runtime and kernel check, and the test suite's toolchain double (its SDK). */
 #ifndef _STDLIB_H
 #define _STDLIB_H
 #include <stddef.h>

@@ -1,4 +1,5 @@
-/* hexbuild DSP runtime: the C library's <string.h>. */
+/* The Hexagon C library's <string.h>, declared from the C library's public API.
+ * For hexbuild's DSP runtime and kernel check, and the test suite's toolchain double (its SDK). */
 #ifndef _STRING_H
 #define _STRING_H
 #include <stddef.h>

@@ -1,4 +1,5 @@
-/* hexbuild DSP runtime: the C library's <unistd.h> (what a DSP module may call). */
+/* The Hexagon C library's <unistd.h> (what a DSP module may call), declared from the C library's public API.
+ * For hexbuild's DSP runtime and kernel check, and the test suite's toolchain double (its SDK). */
 #ifndef _UNISTD_H
 #define _UNISTD_H
 #include <stddef.h>

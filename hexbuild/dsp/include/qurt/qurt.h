@@ -1,4 +1,5 @@
-/* hexbuild DSP runtime: QuRT, the compute DSP's operating system (the parts llama.cpp's skel uses). */
+/* QuRT, the compute DSP's operating system (what llama.cpp's skel uses), declared from the public QuRT API.
+ * For hexbuild's DSP runtime and kernel check, and the test suite's toolchain double (its SDK). */
 #ifndef QURT_H
 #define QURT_H
 #include <stddef.h>

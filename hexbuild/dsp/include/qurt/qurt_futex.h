@@ -1,4 +1,5 @@
-/* hexbuild DSP runtime: QuRT futexes. */
+/* QuRT futexes, declared from the public QuRT API.
+ * For hexbuild's DSP runtime and kernel check, and the test suite's toolchain double (its SDK). */
 #ifndef QURT_FUTEX_H
 #define QURT_FUTEX_H
 #ifdef __cplusplus

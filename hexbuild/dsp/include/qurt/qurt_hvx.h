@@ -1,4 +1,5 @@
-/* hexbuild DSP runtime: QuRT HVX units. */
+/* QuRT HVX units, declared from the public QuRT API.
+ * For hexbuild's DSP runtime and kernel check, and the test suite's toolchain double (its SDK). */
 #ifndef QURT_HVX_H
 #define QURT_HVX_H
 typedef enum { QURT_HVX_MODE_64B = 0, QURT_HVX_MODE_128B = 1 } qurt_hvx_mode_t;

@@ -1,4 +1,5 @@
-/* hexbuild DSP runtime: QuRT cache maintenance. */
+/* QuRT cache maintenance, declared from the public QuRT API.
+ * For hexbuild's DSP runtime and kernel check, and the test suite's toolchain double (its SDK). */
 #ifndef QURT_MEMORY_H
 #define QURT_MEMORY_H
 #include <stddef.h>

@@ -1,4 +1,5 @@
-/* hexbuild DSP runtime: QuRT performance monitor unit registers. */
+/* QuRT performance monitor unit registers, declared from the public QuRT API.
+ * For hexbuild's DSP runtime and kernel check, and the test suite's toolchain double (its SDK). */
 #ifndef QURT_PMU_H
 #define QURT_PMU_H
 #define QURT_PMUCNT0 0

@@ -1,4 +1,5 @@
-/* hexbuild DSP runtime: QuRT system environment. */
+/* QuRT system environment, declared from the public QuRT API.
+ * For hexbuild's DSP runtime and kernel check, and the test suite's toolchain double (its SDK). */
 #ifndef QURT_SYSENV_H
 #define QURT_SYSENV_H
 typedef struct { unsigned int max_hthreads; } qurt_sysenv_max_hthreads_t;

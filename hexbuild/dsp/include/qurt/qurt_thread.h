@@ -1,4 +1,5 @@
-/* hexbuild DSP runtime: QuRT threads. */
+/* QuRT threads, declared from the public QuRT API.
+ * For hexbuild's DSP runtime and kernel check, and the test suite's toolchain double (its SDK). */
 #ifndef QURT_THREAD_H
 #define QURT_THREAD_H
 #include <stdint.h>
