@@ -34,11 +34,12 @@ class QemuNpuTarget(QemuTarget):
 
     @property
     def parts(self):
-        """qemu-hexagon, the DSP runtime and the stand-in libcdsprpc.so, made once into the cache."""
+        """qemu-hexagon, the DSP runtime and the stand-in libcdsprpc.so, made once into the cache
+        (from the kernel check's and the open toolchain's images, which a run does not build)."""
         if self._parts is None:
             from ..vnpu.parts import ensure_parts
 
-            self._parts = ensure_parts()
+            self._parts = ensure_parts(make_images=False)
         return self._parts
 
     def preflight(self) -> None:
@@ -47,8 +48,22 @@ class QemuNpuTarget(QemuTarget):
 
     def probe(self, dest: str) -> DeviceInfo:
         info = super().probe(dest)
+        info.htp_arch = self.npu  # the DSP the stand-in answers ARCH_VER for
         info.extra.update(npu=f"{self.npu} ({VIRTUAL_DSP})", emulated_npu=True)
         return info
+
+    def check_npu_install(self, dest: str, manifest, env) -> None:
+        """Before any session: CpuFallback (12) in one line when the emulated DSP cannot run the
+        install's skel for qemu.npu (none there, or HMX code); a note when it runs with HMX off."""
+        from pathlib import Path
+
+        from ..ui import ui
+        from ..vnpu.skel import check_install
+
+        seen = {**os.environ, **(env or {})}  # the program's environment: the shell's, then the run's knobs
+        note = check_install(Path(dest) / "lib", self.npu, manifest, seen, where=self.spec)
+        if note:
+            ui.note(note)
 
     def vnpu_env(self) -> dict[str, str]:
         """What the stand-in libcdsprpc.so and the DSP runtime read from the environment."""
@@ -76,8 +91,15 @@ def _parse(spec: str, s: TargetSettings) -> QemuNpuTarget:
     path = after_colon(spec, KIND)
     if path == "":
         raise malformed(spec, KIND, "the directory after 'qemu+npu:' is empty (or write just qemu+npu)")
-    if s.npu not in ("v68", "v69", "v73", "v75"):
-        raise EnvironmentMissing(f"qemu.npu {s.npu}: the virtual NPU emulates v68, v69, v73 or v75")
+    from ..vnpu.skel import EMULATED
+
+    if s.npu not in EMULATED:
+        newer = s.npu[1:].isdigit() and int(s.npu[1:]) >= 79
+        raise EnvironmentMissing(f"qemu.npu {s.npu}: the virtual NPU emulates {', '.join(EMULATED)}"
+                                 + (" (qemu-hexagon's qfloat is the pre-v79 model; v79 changed its rounding)"
+                                    if newer else ""),
+                                 hint="set qemu.npu (HEXBUILD_QEMU_NPU) to one of them that the package has a skel for "
+                                      "(build with --htp v73)")
     return QemuNpuTarget(spec, path or os.path.normpath(default_root()), sysroot=s.sysroot, npu=s.npu,
                          timeout=s.timeout, transfer_timeout=s.transfer_timeout)
 
