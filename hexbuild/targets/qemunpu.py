@@ -46,6 +46,13 @@ class QemuNpuTarget(QemuTarget):
         super().preflight()
         self.parts  # noqa: B018 (resolving them is the check)
 
+    def check_runnable(self, argv: Sequence[str], cwd: str | None = None) -> None:
+        """Before anything is written: qemu-aarch64, then the virtual NPU's parts (found, or made
+        from images the engine has), which every run of this target needs."""
+        super().check_runnable(argv, cwd)
+        self.qemu  # noqa: B018
+        self.parts  # noqa: B018
+
     def probe(self, dest: str) -> DeviceInfo:
         info = super().probe(dest)
         info.htp_arch = self.npu  # the DSP the stand-in answers ARCH_VER for
@@ -73,6 +80,10 @@ class QemuNpuTarget(QemuTarget):
 
     def run(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str | None = None,
             timeout: float | None = None, on_output: OutputSink | None = None) -> int:
+        if self.emulated(argv, cwd) == list(argv) and self._parts is None:
+            # not an AArch64 program of the install (deploy's and doctor's sh scripts): no NPU to
+            # give it, and no need for the parts before a program that uses them runs
+            return super().run(argv, env=env, cwd=cwd, timeout=timeout, on_output=on_output)
         merged = dict(env or {})
         merged.update(self.vnpu_env())
         # the stand-in comes first, so the host library's dlopen("libcdsprpc.so") finds it
@@ -91,15 +102,8 @@ def _parse(spec: str, s: TargetSettings) -> QemuNpuTarget:
     path = after_colon(spec, KIND)
     if path == "":
         raise malformed(spec, KIND, "the directory after 'qemu+npu:' is empty (or write just qemu+npu)")
-    from ..vnpu.skel import EMULATED
-
-    if s.npu not in EMULATED:
-        newer = s.npu[1:].isdigit() and int(s.npu[1:]) >= 79
-        raise EnvironmentMissing(f"qemu.npu {s.npu}: the virtual NPU emulates {', '.join(EMULATED)}"
-                                 + (" (qemu-hexagon's qfloat is the pre-v79 model; v79 changed its rounding)"
-                                    if newer else ""),
-                                 hint="set qemu.npu (HEXBUILD_QEMU_NPU) to one of them that the package has a skel for "
-                                      "(build with --htp v73)")
+    if s.npu not in ("v68", "v69", "v73", "v75"):
+        raise EnvironmentMissing(f"qemu.npu {s.npu}: the virtual NPU emulates v68, v69, v73 or v75")
     return QemuNpuTarget(spec, path or os.path.normpath(default_root()), sysroot=s.sysroot, npu=s.npu,
                          timeout=s.timeout, transfer_timeout=s.transfer_timeout)
 
