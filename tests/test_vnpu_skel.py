@@ -5,7 +5,6 @@ none at all."""
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 from pathlib import Path
