@@ -105,3 +105,14 @@ def test_the_hmx_switch_is_read_from_the_manifest_else_the_host_library(tmp_path
     (lib / "libggml-hexagon.so").write_bytes(b"\0ELF...GGML_HEXAGON_NHVX\0GGML_HEXAGON_USE_HMX\0...")
     assert hmx_switch(None, lib) == "GGML_HEXAGON_USE_HMX"
     assert hmx_switch({}, tmp_path / "nowhere") is None
+
+
+def test_a_forced_arch_names_the_skel_and_v79_is_not_emulated(tmp_path):
+    """--hex-arch (GGML_HEXAGON_ARCH) makes the backend load that version's skel whatever the DSP
+    answers: the check follows it, and refuses a version the emulator does not model."""
+    lib, manifest = install(tmp_path, ("libggml-htp-v73.so", ef.hexagon_so(tmp_path / "a.so", "v73")),
+                            ("libggml-htp-v79.so", ef.hexagon_so(tmp_path / "b.so", "v73")))
+    assert check_install(lib, "v75", manifest, {"GGML_HEXAGON_ARCH": "v73"}, where="t") is None
+    with pytest.raises(CpuFallback) as e:
+        check_install(lib, "v75", manifest, {"GGML_HEXAGON_ARCH": "79"}, where="t")
+    assert "GGML_HEXAGON_ARCH=79 asks for the v79 skel, which the virtual NPU does not model" in e.value.message

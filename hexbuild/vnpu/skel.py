@@ -62,6 +62,16 @@ def check_install(lib_dir: Path, npu: str, manifest: Mapping[str, Any] | None, e
     from ..artifacts.elf import NotElf
     from ..artifacts.hmx import PRESENT, UNKNOWN, skel_hmx
 
+    forced = str(env.get("GGML_HEXAGON_ARCH", "")).strip().lower()
+    if forced:  # --hex-arch: the backend loads that version's skel whatever the DSP says it is
+        arch = forced if forced.startswith("v") else "v" + forced
+        if arch not in EMULATED:
+            raise CpuFallback(f"{where}: GGML_HEXAGON_ARCH={forced} asks for the {arch} skel, which the virtual NPU "
+                              f"does not model (it emulates {', '.join(EMULATED)}; qemu-hexagon's qfloat is the "
+                              "pre-v79 model, and v79 changed its rounding)",
+                              hint=f"leave out --hex-arch to run the {npu} skel (qemu.npu), or run the {arch} skel on "
+                                   "a phone")
+        npu = arch
     rel = f"lib/libggml-htp-{npu}.so"
     skel = lib_dir / f"libggml-htp-{npu}.so"
     if not skel.is_file():
