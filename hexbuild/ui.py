@@ -59,6 +59,8 @@ class UI:
         self.ci = _ci_provider()
         self.warnings: list[str] = []
         self.notes: list[str] = []  # facts the user chose (a CPU-only build): said, never counted by --strict
+        # each target this command opened → its results' mark ({} for a real device): fidelity.py
+        self.fidelity: dict[str, dict[str, Any]] = {}
         self.result_emitted = False  # one JSON document per run: an error after a report adds none
         self._github_groups = 0  # open ::group:: sections (GitHub cannot nest them)
 
@@ -170,7 +172,8 @@ class UI:
     def result(self, data: Any, human: Any = None) -> None:
         """The command's answer: JSON on stdout with --json, else ``human`` (text or a rich
         renderable, or a callable making one: a table is built only when it is shown) on stdout.
-        The document carries every warning and note said so far (see ``with_said``)."""
+        The document carries every warning and note said so far, and the mark of an emulated NPU's
+        results (see ``with_said``)."""
         self.result_emitted = True
         if self.json:
             data = self.with_said(data)
@@ -195,7 +198,13 @@ class UI:
         ``notes``: one rule for every command, whether or not -q kept them off stderr. A list of
         results that each keep their own ``warnings`` (deploy's targets) gets in each the ones no
         result holds (said for them all). A document whose ``warnings`` is a count (verify's,
-        inspect's: their checks list them) keeps it."""
+        inspect's: their checks list them) keeps it. A document made for the virtual NPU gets
+        ``emulated`` and ``npu_model`` (hexbuild/fidelity.py)."""
+        if self.fidelity:
+            from .fidelity import stamp
+
+            data = stamp(data)
+
         def merge(doc: dict, warnings: list[str], notes: list[str]) -> dict:
             own = doc.get("warnings")
             if own is not None and not isinstance(own, list):

@@ -34,7 +34,7 @@ def fresh_ui(monkeypatch):
     from hexbuild.ui import _ci_provider, ui
 
     for name, value in (("json", False), ("verbose", 0), ("quiet", False), ("result_emitted", False),
-                        ("warnings", []), ("notes", []), ("ci", _ci_provider())):
+                        ("warnings", []), ("notes", []), ("fidelity", {}), ("ci", _ci_provider())):
         monkeypatch.setattr(ui, name, value)
     monkeypatch.setattr(state, "config_file", None)
     return ui

@@ -316,6 +316,32 @@ def _(c):
     return ["bench", "--target", f"local:{c.work}/inst", "--model", _noise(c), "--out", str(c.work / "bench")]
 
 
+def _bench_rows(revision: str, *, emulated: bool) -> list[dict]:
+    """Rows as `hexbuild bench` records them: on the virtual NPU (qemu+npu:) with its mark, or on a phone."""
+    mark = {"emulated": True, "npu_model": "v73 (emulated cDSP: qemu-hexagon with hexbuild's HVX patches)"}
+    return [{"time": "2025-01-01T00:00:00Z", "bench_id": revision, "revision": revision, "model": "m.gguf",
+             "target": "qemu+npu" if emulated else "adb:R5CT0000", "test": "tg128", "kind": "eval", "rep": rep,
+             "avg_ts": 10.0 + rep, **(mark if emulated else {})} for rep in (1, 2)]
+
+
+@case("bench-compare-emulator-with-a-phone", U, "was measured on an emulated NPU")
+def _(c):
+    for name, emulated in (("emu", True), ("phone", False)):
+        (c.work / name).mkdir()
+        (c.work / name / "results.json").write_text(json.dumps({"schema": "hexbuild.bench/1", "bench_id": name,
+                                                                 "records": _bench_rows(name, emulated=emulated)}))
+    return ["bench", "compare", "--baseline", str(c.work / "phone"), "--candidate", str(c.work / "emu" / "results.json")]
+
+
+@case("bench-compare-emulated-revision-with-a-phones", U, "an emulator's timings are not compared with a phone's")
+def _(c):
+    from hexbuild.bench import history
+
+    db = c.work / "bench.sqlite"
+    history.append(db, _bench_rows("b7000", emulated=True) + _bench_rows("b7001", emulated=False))
+    return ["bench", "compare", "--db", str(db), "--baseline", "b7000", "--candidate", "b7001"]
+
+
 @case("bisect-model-not-gguf", U, "noise.gguf is not a GGUF file")
 def _(c):
     from tests import bisect_repo as br

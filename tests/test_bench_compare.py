@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from hexbuild import errors
-from hexbuild.bench import compare as bench_compare
+from hexbuild.bench import compare as bench_compare, history
 from tests.infra.runner_tools import make_install
 
 
@@ -173,3 +173,82 @@ def test_by_decides_the_pairing(cli, tmp_path, builds):
     r = cli("--json", "bench", "compare", "--db", str(db), "--baseline", str(tmp_path / "base"),
             "--candidate", str(tmp_path / "slow"), "--out", str(tmp_path / "cmp2"))
     assert r.rc == errors.USAGE and "share no" in r.json["error"]["message"]  # every key: still nothing in common
+
+
+# -- the virtual NPU's timings (hexbuild/fidelity.py) --------------------------------------------
+@pytest.fixture
+def npu_env(qemu_npu_env, monkeypatch):
+    monkeypatch.setenv("HEXBUILD_LINUX_SYSROOT", "/usr/aarch64-linux-gnu")
+    return qemu_npu_env
+
+
+def bench_on(cli, tmp_path, spec, models, db, out):
+    r = cli("--json", "bench", "-t", spec, "--model", "a.gguf", "--ndev", "1", "--threads", "4", "--repeat", "2",
+            "--out", str(tmp_path / out), "--models-dir", str(models), "--db", str(db))
+    assert r.rc == 0, r.err
+    return r
+
+
+def test_an_emulator_is_not_compared_with_a_device(cli, tmp_path, builds, npu_env):
+    """The same build benched on the qemu+npu: board (the fake llama-bench, a shell script, runs there
+    as it is) and on a device (local:): the emulated rows say so in results.json and the history,
+    and no comparison sets them against the device's, whichever way they are named."""
+    db = tmp_path / "h.sqlite"
+    emulated = bench_on(cli, tmp_path, f"qemu+npu:{builds['base']}", builds["models"], db, "emu")
+    assert emulated.json["emulated"] is True and [ln for ln in emulated.err.splitlines() if "emulated NPU (" in ln]
+    saved = json.loads((tmp_path / "emu" / "results.json").read_text())
+    assert saved["emulated"] is True and all(r["emulated"] is True and r["npu_model"].startswith("v73 (emulated")
+                                             for r in saved["records"] + saved["results"])
+    bench_on(cli, tmp_path, f"local:{builds['slow']}", builds["models"], db, "dev")
+    assert "emulated" not in json.loads((tmp_path / "dev" / "results.json").read_text())["records"][0]
+    rows = {r["revision"]: r["emulated"] for r in history.select(db)}
+    assert rows == {"b7000-base": 1, "b7001-slow": None}
+    for base, cand in ((str(tmp_path / "emu"), str(tmp_path / "dev" / "results.json")),  # results.json files
+                       ("b7001-slow", "b7000-base")):  # database rows, the device's as the baseline
+        r = cli("--json", "bench", "compare", "--db", str(db), "--baseline", base, "--candidate", cand,
+                "--out", str(tmp_path / "cmp"))
+        assert r.rc == errors.USAGE, r.err
+        assert "measured on an emulated NPU (v73 (emulated cDSP" in r.json["error"]["message"]
+        assert "an emulator's timings are not compared with a phone's" in r.json["error"]["message"]
+        assert not (tmp_path / "cmp").exists()
+
+
+def test_two_emulated_benches_compare_and_say_so(cli, tmp_path, builds, npu_env):
+    db = tmp_path / "h.sqlite"
+    bench_on(cli, tmp_path, f"qemu+npu:{builds['base']}", builds["models"], db, "one")
+    bench_on(cli, tmp_path, f"qemu+npu:{builds['slow']}", builds["models"], db, "two")
+    r = cli("--json", "bench", "compare", "--db", str(db), "--baseline", "b7000-base", "--candidate", "b7001-slow",
+            "--out", str(tmp_path / "cmp"))
+    assert r.rc == 0, r.err
+    assert r.json["emulated"] is True and r.json["npu_model"].startswith("v73 (emulated cDSP")
+    assert all(row["emulated"] is True for row in r.json["rows"])
+    r = cli("bench", "compare", "--db", str(db), "--baseline", "b7000-base", "--candidate", "b7001-slow",
+            "--out", str(tmp_path / "cmp2"))
+    assert r.rc == 0 and "Both sides were measured on an emulated NPU (v73" in r.out
+    assert "(emulated) |" in r.out
+
+
+def test_rows_of_both_kinds_pair_only_with_their_own_kind(tmp_path):
+    """A revision benched on a phone and on the emulator, against another benched on both: real
+    SQLite rows; each group compares like with like, and the emulated ones are marked."""
+    db = tmp_path / "h.sqlite"
+    mark = {"emulated": True, "npu_model": "v73 (emulated cDSP: qemu-hexagon with hexbuild's HVX patches)"}
+
+    def rows(revision, device, ts, **extra):
+        return [{"time": "t", "bench_id": revision, "revision": revision, "target": device, "device_serial": device,
+                 "model": "m.gguf", "test": "tg128", "kind": "eval", "rep": rep, "avg_ts": ts, **extra}
+                for rep in (1, 2)]
+
+    history.append(db, rows("r1", "phone", 10.0) + rows("r1", "qemu+npu:/x", 1.0, **mark)
+                   + rows("r2", "phone", 9.0) + rows("r2", "qemu+npu:/x", 1.0, **mark))
+    side = lambda rev: bench_compare.Side(rev, rev, history.select(db, "WHERE revision = ?", (rev,)))  # noqa: E731
+    for by in (bench_compare.DEFAULT_BY, ("model", "test")):
+        result = bench_compare.compare(side("r1"), side("r2"), by=by)
+        ratios = sorted((bool(r.get("emulated")), r["ratio"]) for r in result["rows"])
+        assert ratios == [(False, 0.9), (True, 1.0)] and "emulated" not in result
+    assert "1 of 2 groups were measured on an emulated NPU" in bench_compare.markdown(result)
+    history.append(db, rows("r3", "qemu+npu:/x", 1.0, **mark))
+    with pytest.raises(errors.UsageError, match="revision r3 was measured on an emulated NPU"):
+        bench_compare.compare(bench_compare.Side("r3", "revision r3", history.select(db, "WHERE revision = 'r3'")),
+                              bench_compare.Side("p", "revision r2 (phone)",
+                                                 history.select(db, "WHERE revision = 'r2' AND emulated IS NULL")))

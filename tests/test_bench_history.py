@@ -141,3 +141,21 @@ def test_a_models_hash_is_read_from_deploys_record_while_the_file_is_unchanged(t
         assert bench_history.model_sha256(target, str(model)) == planted
         os.utime(model, (f.mtime + 10, f.mtime + 10))
         assert bench_history.model_sha256(target, str(model)) == hashlib.sha256(b"GGUF model a").hexdigest()
+
+
+def test_an_older_database_gains_the_added_columns_in_place(tmp_path):
+    """A database from before the roofline and the virtual NPU's mark: its rows stay, the columns
+    are added (NULL in the old rows), and a new row may be marked emulated."""
+    db = tmp_path / "old.sqlite"
+    old = [(n, t) for n, t in bench_history.COLUMNS if (n, t) not in bench_history.ADDED_COLUMNS]
+    conn = sqlite3.connect(db)
+    conn.execute(f"CREATE TABLE results (id INTEGER PRIMARY KEY, {', '.join(f'{n} {t}' for n, t in old)})")
+    conn.execute(f"PRAGMA user_version = {bench_history.SCHEMA_VERSION}")
+    conn.execute("INSERT INTO results (time, bench_id, target, model, test, avg_ts) VALUES ('t', 'b', 'adb', 'm', 'tg128', 9.5)")
+    conn.commit()
+    conn.close()
+    row = {"time": "t", "bench_id": "e", "target": "qemu+npu", "model": "m", "test": "tg128", "avg_ts": 1.0,
+           "emulated": True, "npu_model": "v73 (emulated cDSP: qemu-hexagon with hexbuild's HVX patches)"}
+    assert bench_history.append(db, [row]) == 1
+    got = {r["bench_id"]: (r["emulated"], r["npu_model"], r["avg_ts"]) for r in bench_history.select(db)}
+    assert got == {"b": (None, None, 9.5), "e": (1, row["npu_model"], 1.0)}

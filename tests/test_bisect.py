@@ -255,13 +255,18 @@ def test_ctrl_c_removes_the_worktree_and_resume_finishes_from_the_history(tmp_pa
     assert cp.returncode == 2 and "nothing to resume" in cp.stderr
 
 
-def test_bisect_on_the_ops_gate_finds_the_commit_that_made_a_result_wrong(cli, tmp_path, bisect_env):
+@pytest.mark.parametrize("kind", ["qemu", "qemu+npu"])
+def test_bisect_on_the_ops_gate_finds_the_commit_that_made_a_result_wrong(cli, tmp_path, bisect_env, kind, request):
+    """On qemu+npu: (the virtual NPU: its parts made by hexbuild, tests/infra/qemu_npu.py) every step
+    and the result say they are the emulator's (hexbuild/fidelity.py); on qemu: nothing does."""
+    if kind == "qemu+npu":
+        request.getfixturevalue("qemu_npu_env")  # its cache replaces bisect_env's: the parts are there
     repo = br.new_repo(tmp_path)
     shas = [br.git(repo, "rev-parse", "HEAD"), br.touch_readme(repo, "one"), br.plant_wrong_result(repo),
             br.touch_readme(repo, "two")]
     before = br.tree_digest(repo)
     r = cli("--json", "bisect", "--source", str(repo), "--good", shas[0], "--bad", shas[-1], "-t",
-            f"qemu:{tmp_path}/dev", "--metric", "ops", "--os", "linux", "--htp", "v73", "--db",
+            f"{kind}:{tmp_path}/dev", "--metric", "ops", "--os", "linux", "--htp", "v73", "--db",
             str(tmp_path / "bench.sqlite"), "--out", str(tmp_path / "out"))
     assert r.rc == 0, r.err
     doc = r.json
@@ -271,6 +276,14 @@ def test_bisect_on_the_ops_gate_finds_the_commit_that_made_a_result_wrong(cli, t
     assert doc["steps_taken"] <= expected_steps(4) == 4
     assert json.loads(Path(doc["first_bad"]["results"]).read_text())["ok"] is False  # test ops' own results.json
     assert br.tree_digest(repo) == before
+    saved = json.loads((tmp_path / "out" / "bisect.json").read_text())
+    stored = [json.loads(d) for (d,) in sqlite3.connect(tmp_path / "bench.sqlite").execute("SELECT data FROM bisect_steps")]
+    marked = [doc, saved, *doc["steps"], *saved["steps"], *stored,
+              json.loads(Path(doc["first_bad"]["results"]).read_text())]
+    if kind == "qemu+npu":
+        assert all(d["emulated"] is True and d["npu_model"].startswith("v73 (emulated cDSP") for d in marked)
+    else:
+        assert not any("emulated" in d for d in marked)
 
 
 def test_a_bad_revision_that_measures_good_is_exit_15_with_the_figures(cli, tmp_path, bisect_env):

@@ -158,6 +158,10 @@ def test_package_output_dir_and_os_flag(pkg, tmp_path, cli):
     assert made.is_file() and str(made) in out and "sha256" in out
     assert cli("package", str(pkg), "-o", str(tmp_path / "again.tar.gz"), "--os", "linux").rc == 0
     assert made.read_bytes() == (tmp_path / "again.tar.gz").read_bytes()
+    # "-o new/" names a directory to make, not a file called "new"
+    r = cli("package", str(pkg), "-o", f"{tmp_path / 'new'}/", "--os", "linux")
+    assert r.rc == 0, r.err
+    assert (tmp_path / "new" / made.name).read_bytes() == made.read_bytes()
 
 
 def _hexbuild(args: list[str], **kw) -> subprocess.Popen:

@@ -54,10 +54,10 @@ def test_real_gate_and_addr2line(real, tmp_path, cli):
 
 def test_parallel_windows_give_the_same_report(real, monkeypatch):
     """A large library is cut into one window per CPU; the windows must add up to the whole."""
-    from hexbuild.artifacts.inspect import report
+    from hexbuild.artifacts.inspect import windows
 
     lib, whole = real
-    monkeypatch.setattr(report, "PARALLEL_MIN_BYTES", 1)
-    assert len(report._windows(whole.meta, 3)) == 3
-    split = inspect_library(lib, find_objdump(), workers=3)
+    monkeypatch.setattr(windows, "PARALLEL_MIN_BYTES", 1)
+    assert len(windows.windows(whole.meta, 3)) == 3
+    split = inspect_library(lib, find_objdump(), workers=3, cache=False)
     assert [f.to_json() for f in split.functions] == [f.to_json() for f in whole.functions]

@@ -186,3 +186,25 @@ def test_run_hex_profile_in_the_revisions_vocabulary(cli, tmp_path, argv_echo, t
         if refused:
             r = cli("run", "completion", "-t", f"local:{dest}", *refused, "--results-dir", str(tmp_path / "res"))
             assert r.rc == 2 and "does not read GGML_HEXAGON_OPTRACE" in r.err
+
+
+def test_a_profile_of_the_virtual_npu_says_its_timings_are_the_emulators(cli, fmts, tmp_path):
+    """A run on qemu+npu: logs the line the stand-in libcdsprpc.so prints for each session it opens
+    (hexbuild/dsp/host/remote.c's format); its profile is labelled emulated, a phone's is not."""
+    from hexbuild.fidelity import VIRTUAL_DSP
+
+    phone = make_log(fmts, "pipe", tmp_path, lines=200)
+    emulated = tmp_path / "vnpu.log"
+    emulated.write_text("hexbuild-vnpu: HTP0: session opened on the virtual NPU (libggml-htp-v75.so on an emulated "
+                        "v75 cDSP, pid 4242)\n" + phone.read_text())
+    r = cli("--json", "results", "profile", str(emulated))
+    assert r.rc == 0, r.err
+    assert r.json["emulated"] is True and r.json["npu_model"] == f"v75 ({VIRTUAL_DSP})"
+    assert r.json["ops"] == prof.read(str(phone))["ops"]  # the same figures, labelled
+    assert [ln for ln in r.err.splitlines() if "emulated NPU" in ln][0].endswith(
+        f"note: emulated NPU ({emulated}, v75): results are the emulator's, timings are not a phone's")
+    r = cli("results", "profile", str(emulated), "--md", str(tmp_path / "p.md"))
+    assert r.rc == 0 and "the µs are the emulator's wall time" in r.out
+    assert "emulator's wall time" in (tmp_path / "p.md").read_text()
+    r = cli("--json", "results", "profile", str(phone))
+    assert "emulated" not in r.json and "emulated NPU" not in r.err

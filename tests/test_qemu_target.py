@@ -234,6 +234,35 @@ def test_the_default_sysroot_is_exported_from_the_open_image(tmp_path, argv_echo
         docker_client.images.remove(f"hexbuild/open-arm64-linux:{tag}", force=True)
 
 
+def test_the_current_recipes_runtime_is_found_again_without_the_engine(tmp_path, argv_echo_aarch64, docker_env,
+                                                                        docker_client, monkeypatch):
+    """Once the image the current recipe makes has been extracted, a qemu: target finds its
+    runtime without asking the engine (here: no engine at all); a new image of the recipe
+    (hexbuild toolchain open) has it extracted again."""
+    from hexbuild.toolchain import open_image, sysroot
+
+    monkeypatch.delenv("HEXBUILD_LINUX_SYSROOT")
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name in ("ld-linux-aarch64.so.1", "libc.so.6"):
+            tar.add(f"{SYSROOT}/lib/{name}", arcname=f"usr/aarch64-linux-gnu/lib/{name}")
+    tag = f"qemu-test-{secrets.token_hex(4)}"
+    ref = f"hexbuild/open-arm64-linux:{tag}"
+    docker_client.api.import_image_from_data(buf.getvalue(), repository="hexbuild/open-arm64-linux", tag=tag)
+    monkeypatch.setattr(open_image, "image_ref", lambda *a, **k: ref)
+    try:
+        first = parse_target(f"qemu:{tmp_path}/inst", config.load(flags={})).sysroot
+    finally:
+        docker_client.images.remove(ref, force=True)
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
+    t = parse_target(f"qemu:{tmp_path}/inst", config.load(flags={}))
+    assert t.sysroot == first
+    assert decode_echo(t.capture([str(argv_echo_aarch64), "x"]).out)["argv"][1:] == ["x"]
+    sysroot.forget_image(ref)
+    with pytest.raises(EnvironmentMissing, match="not reachable"):
+        parse_target(f"qemu:{tmp_path}/inst", config.load(flags={})).sysroot
+
+
 def test_release_deploys_and_smoke_tests_on_the_qemu_target(cli, tmp_path, argv_echo_aarch64):
     pkg = ef.make_package(tmp_path / "build", os="linux", htp=["v73"])
     (pkg / "bin" / "llama-cli").write_bytes(argv_echo_aarch64.read_bytes())  # a program that really runs

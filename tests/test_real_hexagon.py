@@ -132,6 +132,23 @@ def test_hardware_loop_spills_agree_with_upstream_on_a_real_skel(real_hexagon_pa
     assert sum(a for a, _ in pairs) > 0 and sum(b for _, b in pairs) > 0
 
 
+def test_inspect_reports_what_the_model_reported_on_the_real_skels(real_hexagon_package):
+    """inspect's one pass (scan.py) against the model and analysis.py it replaced, field by field,
+    on the real v73 and v79 skels: whole, in two windows, and read back from the report cache."""
+    from hexbuild.artifacts.inspect import find_objdump, inspect_library
+    from tests.inspect_reference import fields, reference_reports
+
+    tool = find_objdump()
+    for name in ("libggml-htp-v73.so", "libggml-htp-v79.so"):
+        lib = real_hexagon_package / "lib" / name
+        want = fields(reference_reports(lib, tool))
+        assert len(want) > 100
+        assert fields(inspect_library(lib, tool, cache=False, workers=1).functions) == want, name
+        assert fields(inspect_library(lib, tool, cache=False, workers=2).functions) == want, name
+        inspect_library(lib, tool)
+        assert fields(inspect_library(lib, tool).functions) == want, name
+
+
 def test_package_is_reproducible(real_hexagon_package, tmp_path):
     digests = []
     for n in (1, 2):

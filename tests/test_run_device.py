@@ -105,6 +105,21 @@ def test_results_are_parsed_from_the_log(cli, tmp_path, local_dev):
     assert perf["prompt_eval"]["tokens_per_second"] == 51.25 and perf["eval"]["tokens_per_second"] == 18.39
 
 
+def test_a_stderr_line_does_not_land_inside_a_stdout_line_in_the_log(cli, tmp_path, local_dev):
+    """test-backend-ops prints a case's name, runs it, then prints OK; a library's stderr line in
+    between (the FastRPC library's, the backend's) must not split the case from its verdict."""
+    spec, dest = local_dev
+    script = tmp_path / "cases.sh"
+    script.write_text("#!/bin/sh\nprintf '  MUL_MAT(type_a=q4_0,m=1): '\nsleep 0.3\n"
+                      "echo 'ggml-hex: a line of the library' >&2\nsleep 0.3\necho OK\n")
+    with parse_target(spec) as t:
+        t.push(script, f"{dest}/bin/cases", mode=0o755)
+    r, doc = run_json(cli, tmp_path, "tool", "-t", spec, "--", "cases")
+    assert r.rc == 0, r.err
+    lines = Path(doc["log"]).read_text().splitlines()
+    assert "  MUL_MAT(type_a=q4_0,m=1): OK" in lines and "ggml-hex: a line of the library" in lines, lines
+
+
 def test_timeout_keeps_the_log_and_says_so(cli, tmp_path, local_dev):
     spec, dest = local_dev
     slow = tmp_path / "slow.sh"

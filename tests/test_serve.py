@@ -229,7 +229,8 @@ def test_server_killed_mid_request(cli, serve_state, local_install, tiny_gguf, t
     with pytest.raises(RemoteFailed, match="did the server stop|connection to the server broke"):
         chat(port, [{"role": "user", "content": "hi"}], on_text=on_text)
     deadline = time.monotonic() + 20
-    while state_mod.records() and time.monotonic() < deadline:  # the supervisor notices and cleans up
+    # the supervisor notices and cleans up, then says why in its log as it ends
+    while (state_mod.records() or pid_alive(r.json["supervisor_pid"])) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert state_mod.records() == [] and port_free(port)
     sup_log = (serve_state / f"{port}.supervisor.log").read_text()

@@ -43,7 +43,7 @@ def check_real_answers(url: str, model_path_end: str) -> None:
 
 def test_real_server_on_qemu(cli, serve_state, tmp_path, real_linux_package, tiny_gguf_ascii, monkeypatch):
     """The CPU-only open build follows the one rule (hexbuild/artifacts/npu.py): it serves with a
-    warning, and NPU sessions asked of it are exit 12 before anything starts. The detached
+    note (its build chose the CPU), and NPU sessions asked of it are exit 12 before anything starts. The detached
     supervisor runs the hexbuild that was started, from a directory holding another hexbuild/."""
     spec = f"qemu:{tmp_path}/inst"
     port = free_port()
@@ -63,6 +63,10 @@ def test_real_server_on_qemu(cli, serve_state, tmp_path, real_linux_package, tin
     assert ready["model_name"].endswith(tiny_gguf_ascii.name) and "listening on" in r.err
     (rec,) = state_mod.records()
     assert rec["argv"][rec["argv"].index("--ctx-size") + 1] == "512" and "--device" not in rec["argv"]
+    # the open build chose the CPU: a note (in the record and the command's document), not a warning
+    cpu_only = [n for n in rec["notes"] if "runs on the CPU only" in n]
+    assert len(cpu_only) == 1 and cpu_only[0] in ready["notes"] and rec["warnings"] == [], rec
+    assert not any("CPU only" in w for w in ready["warnings"]), ready["warnings"]
     check_real_answers(ready["url"], tiny_gguf_ascii.name)
     cp = subprocess.run(["curl", "-sf", "--max-time", "60", f"http://127.0.0.1:{port}/v1/completions",
                          "-d", json.dumps({"prompt": "the NPU", "max_tokens": 4})], capture_output=True, text=True)

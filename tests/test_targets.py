@@ -435,3 +435,30 @@ def test_local_target_runs_argv_exactly_and_times_out(tmp_path):
         t.run(["sleep", "5"], timeout=0.3)
     info = t.probe(str(tmp_path / "llama.cpp"))
     assert (info.kind, info.state, info.os) == ("local", "ready", "linux")
+
+
+def test_local_listing_matches_find_without_spawning_it(tmp_path, monkeypatch):
+    """local: and qemu: list a directory here (serve lists the models directory before each
+    start); the same files, sizes, modes and mtimes as the shell targets' find/stat, symbolic
+    links (to files and to directories) left out as find leaves them; nothing is spawned."""
+    from hexbuild.targets.posix import ShellTarget
+
+    root = tmp_path / "models"
+    (root / "sub" / "deeper").mkdir(parents=True)
+    (root / "a.gguf").write_bytes(b"x" * 10)
+    (root / "sub" / "deeper" / "b b.gguf").write_bytes(b"y")
+    (root / "sub" / "run.sh").write_text("#!/bin/sh\n")
+    os.chmod(root / "sub" / "run.sh", 0o4755)
+    (root / "link.gguf").symlink_to(root / "a.gguf")
+    (root / "dirlink").symlink_to(root / "sub")
+    os.utime(root / "a.gguf", (1_700_000_000.9, 1_700_000_000.9))
+    for t in (LocalTarget(f"local:{tmp_path}", str(tmp_path)), QemuTarget(f"qemu:{tmp_path}", str(tmp_path))):
+        want = ShellTarget.list_files(t, str(root), hashes=False)
+        assert sorted(want) == ["a.gguf", "sub/deeper/b b.gguf", "sub/run.sh"]
+        assert want["a.gguf"].mtime == 1_700_000_000 and want["sub/run.sh"].mode == 0o4755
+        monkeypatch.setattr(subprocess, "Popen", None)  # the listing itself spawns nothing
+        try:
+            assert t.list_files(str(root), hashes=False) == want
+            assert t.list_files(str(tmp_path / "absent"), hashes=False) == {}
+        finally:
+            monkeypatch.undo()

@@ -98,13 +98,38 @@ def _spread(values: Sequence[float]) -> float:
     return (max(values) - min(values)) / 2 / med if med else 0.0
 
 
+def _emulated(row: dict[str, Any]) -> bool:
+    return bool(row.get("emulated"))
+
+
+def refuse_emulator_against_device(baseline: Side, candidate: Side) -> None:
+    """One side measured on the virtual NPU (qemu+npu:, hexbuild/fidelity.py) and the other on a
+    device: an emulator's wall time is no phone's timing, so the ratio would mean nothing."""
+    sides = [(s, {_emulated(r) for r in s.rows}) for s in (baseline, candidate)]
+    emulated = [s for s, flags in sides if flags == {True}]
+    device = [s for s, flags in sides if flags == {False}]
+    if emulated and device:
+        model = next((r.get("npu_model") for r in emulated[0].rows if r.get("npu_model")), None)
+        raise UsageError(f"{emulated[0].label} was measured on an emulated NPU{f' ({model})' if model else ''} and "
+                         f"{device[0].label} on a device: an emulator's timings are not compared with a phone's",
+                         hint="compare emulated runs with emulated runs (the same emulator's relative figures), "
+                              "a device's with a device's")
+
+
 def compare(baseline: Side, candidate: Side, *, by: Sequence[str] = DEFAULT_BY,
             threshold: float = DEFAULT_THRESHOLD) -> dict[str, Any]:
+    refuse_emulator_against_device(baseline, candidate)
+
+    # Every key ends with whether the rows are an emulator's: emulated figures pair and group only
+    # with emulated ones (a side may hold both, e.g. a revision benched on a phone and on qemu+npu:).
     def groups(rows: list[dict[str, Any]], keys: Sequence[str]) -> dict[tuple, list[float]]:
         out: dict[tuple, list[float]] = {}
         for r in rows:
-            out.setdefault(tuple(_key_value(r, k) for k in keys), []).append(float(r["avg_ts"]))
+            out.setdefault((*(_key_value(r, k) for k in keys), _emulated(r)), []).append(float(r["avg_ts"]))
         return out
+
+    def head(key: tuple) -> tuple:  # a full configuration's --by group
+        return key[:len(by)] + key[-1:]
 
     # Repeats are compared within one full configuration; --by then sets how those comparisons
     # are reported (a coarser --by averages them geometrically instead of pooling raw t/s of
@@ -117,11 +142,11 @@ def compare(baseline: Side, candidate: Side, *, by: Sequence[str] = DEFAULT_BY,
     bounds = {"baseline": _bounds(baseline.rows, by), "candidate": _bounds(candidate.rows, by)}
     per: dict[tuple, list[tuple[float, float, float, float, float, int, int]]] = {}
     for key in [k for k in base if k in cand]:
-        per.setdefault(key[:len(by)], []).append(_pair([base[key]], [cand[key]]))
-    for group in dict.fromkeys(k[:len(by)] for k in base):
-        if group not in per and any(k[:len(by)] == group for k in cand):
-            per[group] = [_pair([v for k, v in base.items() if k[:len(by)] == group],
-                                [v for k, v in cand.items() if k[:len(by)] == group])]
+        per.setdefault(head(key), []).append(_pair([base[key]], [cand[key]]))
+    for group in dict.fromkeys(head(k) for k in base):
+        if group not in per and any(head(k) == group for k in cand):
+            per[group] = [_pair([v for k, v in base.items() if head(k) == group],
+                                [v for k, v in cand.items() if head(k) == group])]
     rows = []
     for key, items in per.items():
         mb = statistics.geometric_mean([i[0] for i in items])
@@ -139,9 +164,9 @@ def compare(baseline: Side, candidate: Side, *, by: Sequence[str] = DEFAULT_BY,
                      "ratio": round(ratio, 4), "noise": round(noise, 4), "baseline_spread": round(sb, 4),
                      "candidate_spread": round(sc, 4), "baseline_n": sum(i[5] for i in items),
                      "candidate_n": sum(i[6] for i in items), "configurations": len(items), "status": status,
-                     **_roofline_cells(key, mb, mc, bounds)})
-    base = {k[:len(by)]: v for k, v in base.items()}
-    cand = {k[:len(by)]: v for k, v in cand.items()}
+                     **_roofline_cells(key, mb, mc, bounds), **({"emulated": True} if key[-1] else {})})
+    base = {head(k): v for k, v in base.items()}
+    cand = {head(k): v for k, v in cand.items()}
     only = {"baseline": [dict(zip(by, k)) for k in base if k not in cand],
             "candidate": [dict(zip(by, k)) for k in cand if k not in base]}
     if not rows:
@@ -151,7 +176,28 @@ def compare(baseline: Side, candidate: Side, *, by: Sequence[str] = DEFAULT_BY,
     return {"schema": SCHEMA, "baseline": baseline.label, "candidate": candidate.label, "by": list(by),
             "threshold": threshold, "rows": rows, "only_in": only,
             "geomean_ratio": round(statistics.geometric_mean(ratios), 4) if all(x > 0 for x in ratios) else None,
-            "regressions": sum(r["status"] == "regression" for r in rows)}
+            "regressions": sum(r["status"] == "regression" for r in rows),
+            **_emulated_mark(rows, baseline.rows + candidate.rows)}
+
+
+def _emulated_mark(rows: list[dict[str, Any]], measured: list[dict[str, Any]]) -> dict[str, Any]:
+    """The comparison's own mark (hexbuild/fidelity.py) when every row set emulated runs side by
+    side: relative figures of the same emulator."""
+    if not rows or not all(r.get("emulated") for r in rows):
+        return {}
+    models = sorted({str(r["npu_model"]) for r in measured if _emulated(r) and r.get("npu_model")})
+    return {"emulated": True, **({"npu_model": ", ".join(models)} if models else {})}
+
+
+def emulated_line(result: dict[str, Any]) -> str | None:
+    """What the output says of emulated rows: whose figures they are."""
+    n = sum(bool(r.get("emulated")) for r in result["rows"])
+    if not n:
+        return None
+    what = f" ({result['npu_model']})" if result.get("npu_model") else ""
+    whose = "Both sides were" if n == len(result["rows"]) else f"{n} of {len(result['rows'])} groups were"
+    return (f"{whose} measured on an emulated NPU{what}: the ratios are the emulator's relative figures, "
+            "not a phone's timings.")
 
 
 def _pair(b: list[list[float]], c: list[list[float]]) -> tuple[float, float, float, float, float, int, int]:
@@ -164,12 +210,13 @@ def _pair(b: list[list[float]], c: list[list[float]]) -> tuple[float, float, flo
 
 
 def _bounds(rows: list[dict[str, Any]], by: Sequence[str]) -> dict[tuple, float]:
-    """The memory roofline bound (t/s) of each group, from the rows' bytes_per_token and
-    peak_gbs (eval rows that bench gave a roofline)."""
+    """The memory roofline bound (t/s) of each group (keyed as compare's groups), from the rows'
+    bytes_per_token and peak_gbs (eval rows that bench gave a roofline)."""
     found: dict[tuple, list[float]] = {}
     for r in rows:
         if r.get("bytes_per_token") and r.get("peak_gbs"):
-            found.setdefault(tuple(_key_value(r, k) for k in by), []).append(r["peak_gbs"] * 1e9 / r["bytes_per_token"])
+            found.setdefault((*(_key_value(r, k) for k in by), _emulated(r)), []).append(
+                r["peak_gbs"] * 1e9 / r["bytes_per_token"])
     return {k: statistics.median(v) for k, v in found.items()}
 
 
@@ -187,9 +234,10 @@ def markdown(result: dict[str, Any]) -> str:
     lines = [f"Baseline **{result['baseline']}**, candidate **{result['candidate']}**", "",
              "| " + " | ".join(head) + " |", "|" + "|".join("---" if i < len(by) else "---:" for i in range(len(head))) + "|"]
     for r in result["rows"]:
+        status = "**regression**" if r["status"] == "regression" else r["status"]
         cells = [str(r[k]) for k in by] + [f"{r['baseline_ts']:.2f}", f"{r['candidate_ts']:.2f}",
                                              f"{r['ratio']:.3f}", f"{r['noise'] * 100:.1f}%",
-                                             "**regression**" if r["status"] == "regression" else r["status"]]
+                                             status + (" (emulated)" if r.get("emulated") else "")]
         if roof:
             cells.append(" → ".join("-" if v is None else f"{v:.1f}%"
                                     for v in (r.get("baseline_pct_of_bound"), r.get("candidate_pct_of_bound"))))
@@ -202,6 +250,8 @@ def markdown(result: dict[str, Any]) -> str:
     for side, keys in result["only_in"].items():
         if keys:
             lines.append(f"Only in the {side}: {len(keys)} group(s).")
+    if emulated_line(result):
+        lines.append(emulated_line(result))
     return "\n".join(lines) + "\n"
 
 

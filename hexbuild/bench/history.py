@@ -54,12 +54,15 @@ COLUMNS = (
     ("bytes_per_token", "INTEGER"),       # weights + KV cache one decode token reads
     ("peak_gbs", "REAL"),                 # the device's peak DRAM bandwidth used for the bound
     ("roofline_pct", "REAL"),             # avg_ts as a percentage of peak_gbs / bytes_per_token
+    # added in place: the virtual NPU's mark (hexbuild/fidelity.py); NULL on every real device
+    ("emulated", "INTEGER"),              # 1: measured on an emulated NPU (qemu+npu:), an emulator's wall time
+    ("npu_model", "TEXT"),                # what it emulated: "v73 (emulated cDSP: qemu-hexagon ...)"
 )
 NAMES = tuple(c for c, _ in COLUMNS)
 # Columns and tables added after schema 1 without changing what older readers find: they name
 # their columns, so a column or table they do not know is invisible to them. user_version only
 # counts changes that would break them.
-ADDED_COLUMNS = COLUMNS[-3:]
+ADDED_COLUMNS = COLUMNS[-5:]
 ADDED_TABLES = (
     # one `hexbuild bisect` (bisect/record.py): what was asked and how it ended
     "CREATE TABLE IF NOT EXISTS bisects (id TEXT PRIMARY KEY, time TEXT NOT NULL, source TEXT NOT NULL, "
@@ -191,10 +194,12 @@ def target_context(target: Any, dest: str) -> dict[str, Any]:
         ctx.update(device_serial=info.serial, device_soc=info.soc, htp_arch=info.htp_arch or ctx["htp_arch"])
     except HexbuildError:
         pass  # the results still count; the device columns stay empty
-    if not ctx["device_serial"] and getattr(target, "kind", None) == "local":
+    kind = getattr(target, "kind", None)
+    if not ctx["device_serial"] and getattr(getattr(target, "caps", None), "this_machine", False):
         import socket
 
-        ctx["device_serial"] = socket.gethostname()  # this machine, whichever directory the install is in
+        # this machine, whichever directory the install is in; its emulator is a device of its own
+        ctx["device_serial"] = socket.gethostname() + ("" if kind == "local" else f" ({kind})")
     return ctx
 
 

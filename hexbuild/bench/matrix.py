@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from .. import runner
+from .. import fidelity, runner
 from ..paths import atomic_write, output_mode
 from . import roofline
 from .history import Recorder
@@ -102,7 +102,8 @@ def jsonl_records(stdout: bytes) -> list[dict[str, Any]]:
     return records
 
 
-def _row(rec: dict[str, Any], *, target: str, ndev: int, model: str, rep: int, select: str | None = None) -> dict[str, Any]:
+def _row(rec: dict[str, Any], *, target: str, ndev: int, model: str, rep: int, select: str | None = None,
+         mark: dict[str, Any] | None = None) -> dict[str, Any]:
     n_prompt, n_gen, n_depth = int(rec.get("n_prompt", 0)), int(rec.get("n_gen", 0)), int(rec.get("n_depth", 0) or 0)
     return {"target": target, "ndev": ndev, "select": select, "model": model, "model_filename": rec.get("model_filename"),
             "devices": rec.get("devices"), "n_batch": rec.get("n_batch"), "n_ubatch": rec.get("n_ubatch"),
@@ -110,7 +111,7 @@ def _row(rec: dict[str, Any], *, target: str, ndev: int, model: str, rep: int, s
             "kind": "prompt" if n_prompt and not n_gen else "eval" if n_gen and not n_prompt else "mixed",
             "n_prompt": n_prompt, "n_gen": n_gen, "n_depth": n_depth, "rep": rep,
             "avg_ts": float(rec["avg_ts"]), "stddev_ts": float(rec.get("stddev_ts") or 0.0),
-            "build_commit": rec.get("build_commit")}
+            "build_commit": rec.get("build_commit"), **(mark or {})}
 
 
 def summarize(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -123,7 +124,8 @@ def summarize(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         values = [i["avg_ts"] for i in items]
         out.append({**dict(zip(CONFIG_KEYS, key[:-2])), "select": key[-2], "test": key[-1], "kind": items[0]["kind"],
                     "median_ts": statistics.median(values), "min_ts": min(values), "max_ts": max(values),
-                    "n": len(values), **{k: items[0].get(k, 0) for k in ("n_prompt", "n_gen", "n_depth")}})
+                    "n": len(values), **{k: items[0].get(k, 0) for k in ("n_prompt", "n_gen", "n_depth")},
+                    **fidelity.carried(items[0])})
     return out
 
 
@@ -134,6 +136,7 @@ class PlannedRun:
     model: str
     invocation: runner.Invocation
     select: str | None = None  # the --devices list of this configuration
+    mark: dict[str, Any] = field(default_factory=dict)  # the virtual NPU's (fidelity.py): in each row
 
 
 def plan(req: BenchRequest, settings) -> list[PlannedRun]:
@@ -168,7 +171,7 @@ def plan_on(target, spec: str, req: BenchRequest) -> list[PlannedRun]:
                 if not said:
                     prepared.cpu_only.say()
                     said = True
-            planned.append(PlannedRun(spec, count, model, prepared.invocation, devices))
+            planned.append(PlannedRun(spec, count, model, prepared.invocation, devices, target.fidelity()))
     return planned
 
 
@@ -194,7 +197,7 @@ def rows_of(p: PlannedRun, rep: int, req: BenchRequest, record, info: dict[str, 
     if reason and not req.allow_cpu_fallback:  # CPU numbers under an NPU label are no result
         info.update(error=f"the run fell back to the CPU: {reason}", cpu_fallback=True)
         return []
-    return [_row(r, target=p.target, ndev=p.ndev, model=p.model, rep=rep, select=p.select) for r in recs]
+    return [_row(r, target=p.target, ndev=p.ndev, model=p.model, rep=rep, select=p.select, mark=p.mark) for r in recs]
 
 
 def run_once(target, p: PlannedRun, rep: int, req: BenchRequest, logs: Path) -> tuple[dict[str, Any], list]:
@@ -288,6 +291,7 @@ def write_outputs(out: Path, req: BenchRequest, rows, runs, summary, failures, h
                                         "repeat": req.repeat, "extra": req.extra,
                                         "knobs": dict(req.knobs)},
            "results": summary, "records": rows, "runs": runs, "failures": failures}
+    doc = fidelity.stamp(doc)  # every target emulated: the whole document is the emulator's
     files = {"json": out / "results.json", "csv": out / "results.csv", "markdown": out / "results.md"}
     atomic_write(files["json"], json.dumps(doc, indent=2) + "\n", mode=output_mode())
     atomic_write(files["csv"], csv_text(summary), mode=output_mode())

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from .. import fidelity
 from ..bench import history
 from ..errors import (BisectUndecided, BuildFailed, CpuFallback, DeployFailed, HexbuildError, Interrupted,
                       PackageFailed, RemoteFailed, UsageError, VerifyFailed)
@@ -209,6 +210,7 @@ class _Stepper:
             outcome = Outcome(SKIP, f"does not run: {e.message}")
         st["measure_s"] = round(time.monotonic() - t2, 3)
         st.update(outcome.to_json())
+        st.update(fidelity.of(self.req.target))  # measured on the virtual NPU: the step says so
         word = outcome.verdict + (f": {outcome.reason}" if outcome.reason else "")
         ui.info(f"step {number}: {commit.short} is {word}" + (f" ({report._fig(st, report.unit_of(self.req.metric))})"
                                                              if st.get("median") is not None else ""))
@@ -333,7 +335,7 @@ def _result(req: BisectRequest, bisect_id: str, repo: Repo, commits: list[Commit
         doc.update(status="ambiguous", suspects=[{**commits[i].to_json(), "index": i,
                                                   "verdict": search.verdicts.get(i, "untested")}
                                                  for i in search.suspects()])
-    return doc
+    return fidelity.mark(doc)
 
 
 def _preload_chart() -> None:

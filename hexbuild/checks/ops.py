@@ -39,6 +39,17 @@ class OpsRequest:
     models_dir: str = ""
     out: str = ""
     timeout: float | None = None
+    count_known: bool = False  # the known failures (data/known_op_failures.toml) count as failures
+
+
+def known_failure(op: str, params: str) -> str | None:
+    """Why a case is known to fail on silicon too (hexbuild/data/known_op_failures.toml), or None."""
+    from ..data import table
+
+    for known in table("known_op_failures").get("case", []):
+        if known["op"] == op and re.search(known["case"], params):
+            return known["why"]
+    return None
 
 
 def types_regex(types: list[str]) -> str | None:
@@ -48,9 +59,12 @@ def types_regex(types: list[str]) -> str | None:
     return "type(_a)?=(" + "|".join(re.escape(t) for t in types) + "),"
 
 
-def summarize(lines: list[str]) -> dict[str, Any]:
-    """Per (op, type) counts and failing cases of one test-backend-ops run."""
+def summarize(lines: list[str], *, count_known: bool = False) -> dict[str, Any]:
+    """Per (op, type) counts and failing cases of one test-backend-ops run. A failing case known to
+    fail on silicon too is a ``known`` one (listed with why), a failure only with ``count_known``;
+    one that passes is listed in ``known_passed``."""
     groups: dict[tuple[str, str], dict[str, Any]] = {}
+    known_passed: list[str] = []
     for line in lines:
         case = parse_case(clean(line))
         if case is None:
@@ -58,13 +72,19 @@ def summarize(lines: list[str]) -> dict[str, Any]:
         op, params, status, detail = case
         m = _TYPE.search(params)
         g = groups.setdefault((op, m.group(1) if m else "-"), {"op": op, "type": m.group(1) if m else "-",
-                                                                "passed": 0, "failed": 0, "not_supported": 0,
-                                                                "skipped": 0, "failures": []})
+                                                                "passed": 0, "failed": 0, "known": 0,
+                                                                "not_supported": 0, "skipped": 0, "failures": []})
+        why = known_failure(op, params) if status in ("failed", "passed") else None
+        if why and status == "passed":
+            known_passed.append(f"{op}({params})")
+        if why and status == "failed" and not count_known:
+            status = "known"
         g[status] += 1
-        if status == "failed":
-            g["failures"].append({"case": f"{op}({params})", "detail": detail})
+        if status in ("failed", "known"):
+            g["failures"].append({"case": f"{op}({params})", "detail": detail, **({"known": why} if why else {})})
     rows = sorted(groups.values(), key=lambda g: (g["op"], g["type"]))
-    return {"by_op": rows, **{k: sum(g[k] for g in rows) for k in ("passed", "failed", "not_supported", "skipped")}}
+    return {"by_op": rows, **{k: sum(g[k] for g in rows) for k in ("passed", "failed", "known", "not_supported", "skipped")},
+            "known_passed": known_passed}
 
 
 def device_invocation(target, req: OpsRequest, name: str) -> runner.Invocation:
@@ -93,25 +113,27 @@ def sessions_to_test(target, req: OpsRequest) -> list[str]:
 def failed_run(name: str, log: str, reason: str) -> dict[str, Any]:
     """A session whose run gave no result (a timeout, a lost device): a failure."""
     return {"device": name, "exit_code": None, "log": log, "dispatch": None, "verdict": "failed", "reason": reason,
-            "by_op": [], "passed": 0, "failed": 0, "not_supported": 0, "skipped": 0, "duration_s": None}
+            "by_op": [], "passed": 0, "failed": 0, "known": 0, "not_supported": 0, "skipped": 0, "known_passed": [],
+            "duration_s": None}
 
 
-def device_result(name: str, record) -> dict[str, Any]:
+def device_result(name: str, record, *, count_known: bool = False) -> dict[str, Any]:
     """One session's verdict from its run's record (its log, exit code and dispatch proof)."""
     text = Path(record.log).read_text("utf-8", "replace").splitlines()
     res = {"device": name, "exit_code": record.exit_code, "log": record.log, "dispatch": record.dispatch,
-           "duration_s": round(record.duration_s, 3), **summarize(text)}
+           "duration_s": round(record.duration_s, 3), **summarize(text, count_known=count_known)}
     fallback = (record.dispatch or {}).get("fallback_reason")
     if fallback:
         res.update(verdict="failed", reason=f"the session did not open: {fallback}")
     elif res["failed"]:
         res.update(verdict="failed", reason=f"{res['failed']} case(s) failed, first: "
-                                            f"{next(f['case'] for g in res['by_op'] for f in g['failures'])}")
+                                            f"{next(f['case'] for g in res['by_op'] for f in g['failures'] if 'known' not in f or count_known)}")
     elif res["passed"] == 0:
         res.update(verdict="nothing-tested",
                    reason=f"nothing was tested on {name}: test-backend-ops ran no case on it "
                           f"({res['not_supported']} not supported, {res['skipped']} skipped)")
-    elif record.exit_code:
+    elif record.exit_code and not (res["known"] and record.exit_code == 1):
+        # (test-backend-ops exits 1 when a case failed: a known one alone is not a failure here)
         res.update(verdict="failed", reason=f"test-backend-ops exited {record.exit_code}")
     else:
         res.update(verdict="passed", reason=None)
@@ -127,7 +149,7 @@ def _device_run(target, req: OpsRequest, name: str, logs: Path) -> dict[str, Any
         raise
     except HexbuildError as e:  # a timeout, a lost device: this session's result is a failure
         return failed_run(name, str(logs / f"{stem}.log"), e.message)
-    return device_result(name, record)
+    return device_result(name, record, count_known=req.count_known)
 
 
 def run(req: OpsRequest, settings) -> dict[str, Any]:
@@ -141,7 +163,10 @@ def run(req: OpsRequest, settings) -> dict[str, Any]:
                     f"{','.join(req.types) or 'all types'}")
             devices.append(_device_run(target, req, name, out / "logs"))
             d = devices[-1]
-            ui.info(f"{name}: {d['passed']} passed, {d['failed']} failed, {d['not_supported']} not supported")
+            known = f", {d['known']} known to fail on phones too" if d.get("known") else ""
+            ui.info(f"{name}: {d['passed']} passed, {d['failed']} failed{known}, {d['not_supported']} not supported")
+            for case in d.get("known_passed") or []:
+                ui.note(f"{name}: {case} passed, though it is known to fail on phones (data/known_op_failures.toml)")
     return report(req, names, devices, time.monotonic() - start, out)
 
 
@@ -152,7 +177,7 @@ def report(req: OpsRequest, names: list[str], devices: list[dict[str, Any]], dur
                                  "(CPU only), and test-backend-ops compares HTP sessions with the CPU")
     failed = [d for d in devices if d["verdict"] != "passed"]
     ok = bool(names) and not failed
-    doc = {"schema": SCHEMA, "target": req.target, "ops": req.ops, "types": req.types, "ok": ok,
+    doc = {"schema": SCHEMA, "target": req.target, "ops": req.ops, "types": req.types, "count_known": req.count_known, "ok": ok,
            "reason": reason or (failed[0]["reason"] if failed else None), "devices": devices,
            "duration_s": round(duration_s, 3)}
     doc["files"] = write(out, title="hexbuild test ops", doc=doc, cases=junit_cases(doc), markdown=markdown(doc))
@@ -171,7 +196,8 @@ def junit_cases(doc: dict[str, Any]) -> list[Case]:
             name = f"{g['op']} {g['type']}"
             if g["failed"]:
                 cases.append(Case(suite, name, failure=f"{g['failed']} of {g['passed'] + g['failed']} cases failed",
-                                  details=[f"{f['case']}: {f['detail'] or 'FAIL'}" for f in g["failures"]]))
+                                  details=[f"{f['case']}: {f['detail'] or 'FAIL'}" for f in g["failures"]
+                                           if "known" not in f or doc.get("count_known")]))
             elif g["passed"]:
                 cases.append(Case(suite, name))
             else:
@@ -185,12 +211,17 @@ def markdown(doc: dict[str, Any]) -> str:
     if doc["reason"]:
         lines += [f"**{doc['reason']}**", ""]
     if doc["devices"]:
-        lines += ["| session | op | type | passed | failed | not supported |", "|---|---|---|---:|---:|---:|"]
+        lines += ["| session | op | type | passed | failed | known | not supported |", "|---|---|---|---:|---:|---:|---:|"]
         for d in doc["devices"]:
             for g in d["by_op"] or [{"op": "-", "type": "-", "passed": 0, "failed": 0, "not_supported": 0}]:
                 lines.append(f"| {d['device']} | {g['op']} | {g['type']} | {g['passed']} | {g['failed']} | "
-                             f"{g['not_supported']} |")
+                             f"{g.get('known', 0)} | {g['not_supported']} |")
         failing = [(d["device"], f) for d in doc["devices"] for g in d["by_op"] for f in g["failures"]]
+        known = [(dev, f) for dev, f in failing if "known" in f and not doc.get("count_known")]
+        failing = [(dev, f) for dev, f in failing if (dev, f) not in known]
+        if known:
+            lines += ["", "Known to fail on phones too (not counted; `--count-known` counts them):", ""]
+            lines += [f"- {dev} `{f['case']}` {f['detail'] or ''}: {f['known']}" for dev, f in known]
         if failing:
             lines += ["", "Failing cases:", ""] + [f"- {dev} `{f['case']}` {f['detail'] or ''}".rstrip()
                                                    for dev, f in failing[:50]]

@@ -18,6 +18,7 @@ def package(
                                           help="OS recorded in the manifest (default: the package's manifest, else build.os)."),
 ) -> None:
     """Pack PKG under llama.cpp/ with manifest.json and SHA256SUMS, byte-for-byte reproducibly."""
+    import os
     from pathlib import Path
 
     from ..artifacts import default_name, is_cpu_only, load_meta, package_os, require_llama_package, write_package
@@ -31,6 +32,8 @@ def package(
     revision = (meta.get("llama_cpp") or {}).get("revision")
     name = default_name(meta["os"], revision, cpu_only=is_cpu_only(path, meta))
     out = Path(output) if output else Path(name)
+    if output and output.endswith(("/", os.sep)) and not out.exists():
+        out.mkdir(parents=True)  # "dist/": a directory to make, as pip wheel -w makes its own
     if out.is_dir():
         out = out / name
     entries = check_package(path, out)  # what it would refuse, before it says it packs

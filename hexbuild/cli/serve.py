@@ -92,8 +92,10 @@ def serve_command(
 
 
 def _ready_json(rec: dict) -> dict:
+    from ..fidelity import carried
+
     keys = ("url", "model_name", "target", "local_port", "device_port", "pid", "forward", "log", "supervisor_pid")
-    return {k: rec.get(k) for k in keys}
+    return {**{k: rec.get(k) for k in keys}, **carried(rec)}
 
 
 def _ready_text(rec: dict) -> str:

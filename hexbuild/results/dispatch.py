@@ -73,6 +73,12 @@ _VNPU_OPEN = re.compile(r"^hexbuild-vnpu: (HTP\d+): session opened on the virtua
 _VNPU_BYTES = re.compile(r"^hexbuild-vnpu: (HTP\d+): (\d+) bytes on HTP buffers")
 
 
+def virtual_npu(line: str) -> str | None:
+    """The HTP version (v73) a "session opened on the virtual NPU" line names; None for any other line."""
+    m = _VNPU_OPEN.match(line.lstrip())
+    return m[3] if m else None
+
+
 class SessionLog:
     """The backend's registry and sessions, fed one line at a time (as a run streams).
     ``feed`` returns the failure it recorded, if the line reported one."""

@@ -22,7 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from .. import fidelity
 from ..errors import ParseFailed, UsageError
+from .dispatch import virtual_npu
 
 SCHEMA = "hexbuild.profile/1"
 _DEVICE_NAME = re.compile(r"HTP\d+(?::\d+)?$")
@@ -168,7 +170,15 @@ def profile(lines: Iterable[str], *, source: str = "-", device: str | None = Non
     groups: dict[tuple[str, str, str], _Group] = {}
     batches: dict[str, list[int]] = {}  # device -> [count, usec, ops]
     seen = 0
-    for r in records(lines):
+    emulated: list[str] = []  # the HTP version the virtual NPU (qemu+npu:) said it emulates
+
+    def watched(lines: Iterable[str]) -> Iterator[str]:
+        for line in lines:
+            if not emulated and line.lstrip().startswith("hexbuild-vnpu:") and (htp := virtual_npu(line)):
+                emulated.append(htp)
+            yield line
+
+    for r in records(watched(lines)):
         seen += 1
         if device and not device_matches(r.device, device):
             continue
@@ -197,19 +207,25 @@ def profile(lines: Iterable[str], *, source: str = "-", device: str | None = Non
             agg["total_usec"] += s["total_usec"]
     return {"schema": SCHEMA, "source": source, "ops": rows[:top] if top else rows, "op_groups": len(rows),
             "total_usec": sum(r["total_usec"] for r in rows), "sessions": dict(sorted(sessions.items())),
-            "batches": {d: {"count": c, "total_usec": u, "ops": n} for d, (c, u, n) in sorted(batches.items())}}
+            "batches": {d: {"count": c, "total_usec": u, "ops": n} for d, (c, u, n) in sorted(batches.items())},
+            # the emulator's wall time and cycle counts, not a phone's (hexbuild/fidelity.py)
+            **(fidelity.fields(emulated[0]) if emulated else {})}
 
 
 def read(path: str, **kw: Any) -> dict[str, Any]:
+    """The profile of the log at ``path`` (- : stdin); a log of the virtual NPU is said to be one."""
     if path == "-":
         import sys
 
-        return profile(sys.stdin, source="-", **kw)
-    p = Path(path)
-    if not p.is_file():
-        raise UsageError(f"{path}: no such file")
-    with p.open("r", encoding="utf-8", errors="replace") as f:
-        return profile(f, source=path, **kw)
+        doc = profile(sys.stdin, source="-", **kw)
+    else:
+        p = Path(path)
+        if not p.is_file():
+            raise UsageError(f"{path}: no such file")
+        with p.open("r", encoding="utf-8", errors="replace") as f:
+            doc = profile(f, source=path, **kw)
+    fidelity.say(path, fidelity.carried(doc))
+    return doc
 
 
 COLUMNS = ("op", "dims", "types", "count", "total_usec", "avg_usec", "max_usec", "total_cycles", "avg_cycles",
@@ -225,7 +241,12 @@ def markdown(doc: dict[str, Any]) -> str:
         cells = [str(r[c]) for c in COLUMNS] + ([",".join(map(str, r["pmu_avg"] or []))] if pmu else [])
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     sess = ", ".join(f"{d}: {s['ops']} ops, {s['total_usec']} µs" for d, s in doc["sessions"].items())
-    return "\n".join(lines) + f"\n\n{doc['op_groups']} op groups, {doc['total_usec']} µs in ops ({sess})\n"
+    text = "\n".join(lines) + f"\n\n{doc['op_groups']} op groups, {doc['total_usec']} µs in ops ({sess})\n"
+    if doc.get("emulated"):
+        cycles = any(r.get("total_cycles") for r in doc["ops"])
+        text += (f"Emulated NPU, {doc.get('npu_model')}: the µs are the emulator's wall time, "
+                 + ("the cycles its count, " if cycles else "cycles are not modelled (0), ") + "not a phone's.\n")
+    return text
 
 
 def csv_text(doc: dict[str, Any]) -> str:

@@ -17,6 +17,7 @@ from ..errors import HexbuildError, RemoteFailed
 
 # Printed by WATCH on stderr once the program is gone: a stream that ends without it was cut.
 EXITED_MARK = "\x1ehexbuild: the program exited"
+TAIL_MARK = "\x1ehexbuild: tail"  # WATCH's tail, on stderr: TAIL_MARK PID START
 TEXT_LIMIT = 4 << 20  # bytes of log kept for the start-up checks
 
 # The program ignores SIGHUP (inherited across exec), so closing the session that started it
@@ -49,23 +50,38 @@ RUNNING = STAT + r"""running() {
 }
 """
 
-WATCH = RUNNING + r"""pid=$1; log=$2; mark=$3; since=$4
+# It says which tail it runs (PID and start time), so that a stop can end it at once rather
+# than wait for the loop's next look (a second) and leave tail behind when the session is cut.
+WATCH = RUNNING + r"""pid=$1; log=$2; mark=$3; since=$4; tailmark=$5
 tail -n +1 -f "$log" 2>/dev/null & t=$!
+stat_of "$t"
+printf '%s %s %s\n' "$tailmark" "$t" "$start" >&2
 while running "$pid" "$since"; do sleep 1; done
 sleep 1
 kill "$t" 2>/dev/null
 wait "$t" 2>/dev/null
 printf '\n%s\n' "$mark" >&2"""
 
+# Checked every 10 ms for a tenth of a second (llama-server exits within a few tens of ms on
+# SIGTERM, and `serve stop` waits for it), then every 50 ms; SIGKILL after 10 s.
 STOP = RUNNING + r"""pid=$1; since=$2
 running "$pid" "$since" || exit 0
 kill -TERM "$pid" 2>/dev/null || exit 0
 i=0
 while running "$pid" "$since"; do
   i=$((i + 1))
-  if [ "$i" -gt 50 ]; then kill -KILL "$pid" 2>/dev/null; break; fi
-  sleep 0.2
+  if [ "$i" -gt 208 ]; then kill -KILL "$pid" 2>/dev/null; break; fi
+  if [ "$i" -le 10 ]; then sleep 0.01; else sleep 0.05; fi
 done
+exit 0"""
+
+# The log from byte FROM on (at most MOST bytes, when given): what the watcher's stream had not
+# brought; then the watcher's tail (PID, start time), when given, is ended.
+REST = RUNNING + r"""log=$1; from=$2; most=$3
+if [ -r "$log" ]; then
+  if [ -n "$most" ]; then tail -c "+$from" "$log" | head -c "$most"; else tail -c "+$from" "$log"; fi
+fi
+[ -n "$4" ] && running "$4" "$5" && kill "$4" 2>/dev/null
 exit 0"""
 
 def start(target, argv: Sequence[str], *, env: dict[str, str], cwd: str, log: str) -> tuple[int, str]:
@@ -84,6 +100,48 @@ def stop(target, pid: int, since: str, *, timeout: float = 30.0) -> None:
     target.capture(["sh", "-c", STOP, "sh", str(pid), since], timeout=timeout)
 
 
+def log_rest(target, log: str, offset: int, *, limit: int | None = None,
+             end_tail: tuple[int, str] | None = None) -> bytes:
+    """The device log from byte ``offset`` on, at most ``limit`` bytes (a local file is read here);
+    then the tail ``end_tail`` names (PID, start time), if it still runs, is ended."""
+    if target.caps.this_machine:
+        try:
+            with open(log, "rb") as f:
+                f.seek(offset)
+                data = f.read(-1 if limit is None else limit)
+        except (FileNotFoundError, NotADirectoryError):
+            data = b""
+        if end_tail is not None:
+            _end_local(*end_tail)
+        return data
+    pid, since = end_tail if end_tail is not None else ("", "")
+    return target.capture(["sh", "-c", REST, "sh", log, str(offset + 1), "" if limit is None else str(limit),
+                           str(pid), since]).stdout
+
+
+def _end_local(pid: int, since: str) -> None:
+    import os
+    import signal
+
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        if fields[19] == since and fields[0] != "Z":
+            os.kill(pid, signal.SIGTERM)
+    except (OSError, IndexError):  # gone already
+        pass
+
+
+def cut_stream(target, watcher: "Watcher", log: str) -> bytes:
+    """After a stop: what the watcher's stream had not brought yet (the stream is frozen first),
+    and its tail ended, instead of waiting for the watch loop's next look, a second away. The
+    stream is waited for (3 s at most) when it has not said which tail it runs."""
+    if watcher.tail_process is None:
+        watcher.done.wait(3.0)
+        return b""
+    return log_rest(target, log, watcher.freeze(), end_tail=watcher.tail_process)
+
+
 class Watcher:
     """Streams the device log to ``sink`` from a thread; ``done`` is set when the stream ends,
     ``exited`` tells whether it ended because the program did (else the link was cut)."""
@@ -96,6 +154,9 @@ class Watcher:
         self.exited = False
         self.error: HexbuildError | None = None
         self.done = threading.Event()
+        self.received = 0  # bytes of the log the stream brought: its first ``received`` bytes
+        self.tail_process: tuple[int, str] | None = None  # WATCH's tail: (PID, start time)
+        self._frozen = False
         self._partial = b""
         self._err = b""
         self._lock = threading.Lock()
@@ -106,19 +167,27 @@ class Watcher:
             self._err += data
             if EXITED_MARK.encode() in self._err:
                 self.exited = True
+            if self.tail_process is None and TAIL_MARK.encode() in self._err:
+                words = self._err.split(TAIL_MARK.encode(), 1)[1].split(b"\n", 1)
+                if len(words) == 2 and len(words[0].split()) == 2 and words[0].split()[0].isdigit():
+                    pid, since = words[0].split()
+                    self.tail_process = (int(pid), since.decode())
             return
         with self._lock:
+            if self._frozen:
+                return
+            self.received += len(data)
             if len(self.text) < TEXT_LIMIT:
                 self.text += data
             lines = (self._partial + data).split(b"\n")
             self._partial = lines.pop()
             for line in lines:
                 self.tail.append(line.decode("utf-8", "replace").rstrip("\r"))
-        self.sink(data)
+            self.sink(data)  # under the lock: what freeze() counted is written before what follows it
 
     def _run(self) -> None:
         try:
-            self.target.run(["sh", "-c", WATCH, "sh", str(self.pid), self.log, EXITED_MARK, self.since],
+            self.target.run(["sh", "-c", WATCH, "sh", str(self.pid), self.log, EXITED_MARK, self.since, TAIL_MARK],
                             timeout=10 * 365 * 86400.0, on_output=self._on_output)
         except HexbuildError as e:
             self.error = e
@@ -128,6 +197,12 @@ class Watcher:
             if self._partial:
                 self.tail.append(self._partial.decode("utf-8", "replace"))
             self.done.set()
+
+    def freeze(self) -> int:
+        """Pass nothing more on (the caller reads the rest itself): how many bytes were passed."""
+        with self._lock:
+            self._frozen = True
+            return self.received
 
     def startup_text(self) -> str:
         with self._lock:

@@ -75,6 +75,7 @@ class RunRecord:
     diagnosis: dict | None = None  # the first ggml-hex failure, explained (hexbuild.diagnose)
     dsp_crash: list[dict[str, Any]] | None = None  # offsets into libggml-htp-vNN.so the log reported
     dispatch: Any = None  # the dispatch proof (hexbuild.results.dispatch.verdict)
+    fidelity: dict[str, Any] | None = None  # the virtual NPU's mark (emulated, npu_model): Target.fidelity
 
     def to_json(self) -> dict[str, Any]:
         out = {"target": self.target, "tool": self.invocation.tool, "argv": self.invocation.argv,
@@ -89,6 +90,7 @@ class RunRecord:
             out["diagnosis"] = self.diagnosis
         if self.dsp_crash:
             out["dsp_crash"] = self.dsp_crash
+        out.update(self.fidelity or {})  # nothing for a real device: fidelity.py
         return out
 
 
@@ -107,8 +109,10 @@ def execute(target, inv: Invocation, *, results_dir: Path, passthrough: bool = T
     # With --json, stdout carries only the result: the program's own stdout goes to stderr.
     out_stream = sys.stderr if ui.json else sys.stdout
 
+    log = _LineLog(fd)
+
     def on_output(stream: str, data: bytes) -> None:
-        os.write(fd, data)
+        log.write(stream, data)
         watch.feed(stream, data)
         if stream == "stdout":
             stdout_chunks.append(data)
@@ -137,11 +141,13 @@ def execute(target, inv: Invocation, *, results_dir: Path, passthrough: bool = T
         Path(part).unlink(missing_ok=True)
         raise
     duration = time.monotonic() - start
+    log.flush()
     os.close(fd)
     os.chmod(part, output_mode())  # mkstemp's 0600 is for the part; the log is the user's
     os.replace(part, log_path)
     record = _judged(target.spec, inv, code, duration, log_path, b"".join(stdout_chunks), watch,
-                     error=error.message if error else None, json_path=results_dir / f"{stem}.json" if save_json else None)
+                     error=error.message if error else None, json_path=results_dir / f"{stem}.json" if save_json else None,
+                     fidelity=target.fidelity())
     if interrupted:
         raise Interrupted(f"interrupted; the log so far is in {log_path}")
     if error is not None:
@@ -150,15 +156,39 @@ def execute(target, inv: Invocation, *, results_dir: Path, passthrough: bool = T
     return record
 
 
+class _LineLog:
+    """The log file, written a whole line at a time per stream: a program's stdout (block-buffered
+    into a pipe) and its stderr (the backend's and the FastRPC library's lines) arrive in chunks
+    that cut lines anywhere, and a stderr line landing inside a stdout line would hide both from
+    the parsers (a test-backend-ops case and its OK on two lines)."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+        self.pending: dict[str, bytes] = {}
+
+    def write(self, stream: str, data: bytes) -> None:
+        data = self.pending.pop(stream, b"") + data
+        cut = data.rfind(b"\n") + 1
+        if cut:
+            os.write(self.fd, data[:cut])
+        if cut < len(data):
+            self.pending[stream] = data[cut:]
+
+    def flush(self) -> None:
+        rest = [self.pending.pop(stream) for stream in list(self.pending)]
+        if rest:  # unfinished last lines, each kept whole
+            os.write(self.fd, b"\n".join(rest))
+
+
 def _judged(spec: str, inv: Invocation, code: int | None, duration: float, log_path: Path, stdout: bytes, watch,
-            *, error: str | None, json_path: Path | None) -> RunRecord:
+            *, error: str | None, json_path: Path | None, fidelity: dict[str, Any] | None = None) -> RunRecord:
     """The record of a finished run: its parsed results, the dispatch proof, the diagnosis of a
     session failure, a DSP crash's offsets; saved as JSON at ``json_path`` when given."""
     from .proof import judge
 
     results = watch.finish()
     record = RunRecord(spec, inv, code, duration, str(log_path), stdout, results=results, error=error,
-                       dispatch=judge(inv, results, watch.sessions))
+                       dispatch=judge(inv, results, watch.sessions), fidelity=fidelity)
     text = log_path.read_text(encoding="utf-8", errors="replace")
     record.diagnosis = diagnose_log(text, spec, said=bool((record.dispatch or {}).get("fallback_reason")))
     _offer_addr2line(record, text)

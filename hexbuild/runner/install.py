@@ -37,7 +37,8 @@ def installed_tools(manifest: Mapping[str, Any] | None) -> set[str] | None:
 def default_models_dir(target) -> str:
     """Where models go when --models-dir and deploy.models_dir say nothing: beside a qemu:
     install (it lives in hexbuild's cache, not the user's home), else the OS's convention."""
-    if getattr(target, "kind", None) in ("qemu", "qemu+npu") and getattr(target, "root", None):
+    caps = getattr(target, "caps", None)
+    if getattr(caps, "emulator", False) and getattr(target, "root", None):
         import posixpath
 
         return posixpath.join(posixpath.dirname(target.root.rstrip("/")), "gguf")
@@ -52,7 +53,7 @@ def cpu_only(manifest: Mapping[str, Any] | None) -> bool:
 def default_dest(target) -> str:
     """Where the install is when --dest and deploy.dest say nothing: a local:/qemu: target's own
     directory, else the convention of the target's OS."""
-    if getattr(target, "kind", None) in ("local", "qemu", "qemu+npu") and getattr(target, "root", None):
+    if getattr(getattr(target, "caps", None), "this_machine", False) and getattr(target, "root", None):
         return target.root
     return DEFAULT_DEST.get(getattr(target, "os", None) or "android", DEFAULT_DEST["android"])
 

@@ -73,8 +73,10 @@ def prepare(req: RunRequest, settings, *, offline_ok: bool = False) -> Prepared:
         raise
 
 
-def prepare_on(target, req: RunRequest, *, offline_ok: bool = False) -> Prepared:
-    """``prepare`` on a target the caller has open (and closes): one connection for several runs."""
+def prepare_on(target, req: RunRequest, *, offline_ok: bool = False,
+               read: tuple[str, Any, set[str]] | None = None) -> Prepared:
+    """``prepare`` on a target the caller has open (and closes): one connection for several runs.
+    ``read``: (dest, its manifest, the installed tools) the caller has just read from the target."""
     os_name = getattr(target, "os", "android") or "android"
     dest = req.dest or default_dest(target)
     models_dir = req.models_dir or default_models_dir(target)
@@ -82,10 +84,13 @@ def prepare_on(target, req: RunRequest, *, offline_ok: bool = False) -> Prepared
     try:
         # "~/llama.cpp" quoted as an argument would not expand: resolve it on the target
         dest, models_dir = target.expand(dest), target.expand(models_dir)
-        manifest = read_manifest(target, dest)
-        installed = installed_tools(manifest)
-        if installed is None:
-            installed = set(target.list_files(f"{dest}/bin", hashes=False))
+        if read is not None and read[0] == dest:
+            manifest, installed = read[1], set(read[2])
+        else:
+            manifest = read_manifest(target, dest)
+            installed = installed_tools(manifest)
+            if installed is None:
+                installed = set(target.list_files(f"{dest}/bin", hashes=False))
     except (EnvironmentMissing, RemoteFailed):
         if not offline_ok:
             raise
@@ -144,7 +149,7 @@ def prepare_on(target, req: RunRequest, *, offline_ok: bool = False) -> Prepared
             digest = hashlib.sha256(data).hexdigest()[:12]
             prompt_path = f"{dest}/{PROMPTS_DIR}/{digest}-{_slug(local.name)}"
             prompt_upload = (local, prompt_path)
-        elif getattr(target, "kind", None) in ("local", "qemu"):  # the device is this machine: it is not there
+        elif getattr(getattr(target, "caps", None), "this_machine", False):  # the device is this machine: not there
             what = "is a directory, not a prompt file" if local.is_dir() else "not found"
             raise UsageError(f"prompt file {what}: {req.prompt_file}")
         elif req.prompt_file.startswith("/"):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
+from .. import fidelity
 from ..errors import HexbuildError
 from ..ui import ui
 from . import control as serve_control, server as serve
@@ -33,6 +34,7 @@ def run_chat(req: serve.ServeRequest, settings, opts: ChatOptions) -> list[Answe
     if rec is not None:
         port = int(rec["local_port"])
         ui.info(f"using the server at {rec.get('url')} ({rec.get('model_name')})")
+        fidelity.say(req.target, fidelity.carried(rec))
     else:
         ui.info(f"no server of hexbuild runs on {req.target}; starting one for this chat")
         server = serve.start(req, settings, sink=serve.stderr_sink if ui.verbose else None)
@@ -56,7 +58,9 @@ def run_chat(req: serve.ServeRequest, settings, opts: ChatOptions) -> list[Answe
                 serve.stop(server)
             except HexbuildError as e:
                 ui.warn(f"stopping the chat's server: {e.message}")
-    ui.result([a.to_json() for a in answers] if opts.prompt is None else (answers[0].to_json() if answers else None))
+    mark = fidelity.carried(rec if rec is not None else server.record)  # the virtual NPU's answers say so
+    docs = [{**a.to_json(), **mark} for a in answers]
+    ui.result(docs if opts.prompt is None else (docs[0] if docs else None))
     return answers
 
 

@@ -1,9 +1,10 @@
 """``serve --detach``, ``serve status`` and ``serve stop``: servers that outlive the command.
 
 ``--detach`` runs the very same supervisor as a foreground ``serve`` (serve.start + supervise),
-in a process of its own session (``hexbuild.serve.daemon``, the hexbuild this process runs), so a forward that
-lives in hexbuild (an SSH tunnel, an adb stream) keeps living; the command streams the start-up
-log, returns once the server is ready and leaves its record in the state directory.
+in a process of its own session (``hexbuild.serve.daemon``: a fork of this process, or the
+hexbuild this process runs started anew), so a forward that lives in hexbuild (an SSH tunnel, an
+adb stream) keeps living; the command streams the start-up log, returns once the server is
+ready (the supervisor says so on a pipe) and leaves its record in the state directory.
 ``serve stop`` asks the supervisor to stop (SIGTERM: the same clean-up as Ctrl-C) and, when the
 supervisor is gone (its forward died with it), stops the server on the device itself by its
 PID and removes a leftover adb forward.
@@ -20,11 +21,11 @@ import sys
 import time
 from typing import Any
 
+from .. import fidelity
 from ..errors import EnvironmentMissing, HexbuildError, UsageError
 from ..runner import background
 from ..ui import ui
 from . import state as serve_state
-from .openai_http import health
 from .server import ServeRequest
 
 
@@ -42,33 +43,46 @@ def detach(req: ServeRequest, settings, *, stream: bool = True, timeout: float |
     check_port_free(req.port)
     d = serve_state.servers_dir()
     d.mkdir(parents=True, exist_ok=True)
-    token = secrets.token_hex(6)
-    request_file = d / f"start-{token}.json"
-    result_file = d / f"start-{token}.result.json"
+    result_file = d / f"start-{secrets.token_hex(6)}.result.json"
     values = dict(getattr(settings, "values", settings) or {})
-    doc = {"request": {**req.to_json(), "detached": True, "stream_log": False}, "settings": values,
-           "result": str(result_file)}
-    request_file.write_text(json.dumps(doc))
-    sup_log = serve_state.supervisor_log_path(req.port)
-    kept = sup_log.stat().st_size if sup_log.exists() else None  # an earlier server's: put back as it was
+    log_path = serve_state.supervisor_log_path(req.port)
+    kept = log_path.stat().st_size if log_path.exists() else None  # an earlier server's: put back as it was
     try:
-        return _wait_for_supervisor(req, request_file, result_file, stream, timeout)
+        return _start_and_wait(req, values, result_file, log_path, stream, timeout)
     except BaseException:  # nothing of a failed start stays behind: its log was said in the error
+        result_file.unlink(missing_ok=True)  # a supervisor stopped by Ctrl-C or the timeout wrote it as it ended
         if kept is None:
-            sup_log.unlink(missing_ok=True)
+            log_path.unlink(missing_ok=True)
         else:
-            os.truncate(sup_log, kept)
+            os.truncate(log_path, kept)
         raise
 
 
-def _wait_for_supervisor(req: ServeRequest, request_file, result_file, stream: bool,
-                         timeout: float | None) -> dict[str, Any]:
-    """The supervisor started and waited for: its record once the server is ready, else its error."""
-    with open(serve_state.supervisor_log_path(req.port), "ab") as log:
-        proc = subprocess.Popen(supervisor_argv(str(request_file)),
-                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True, close_fds=True)
-    ui.detail(f"supervisor PID {proc.pid}; its log: {serve_state.supervisor_log_path(req.port)}")
+def _start_and_wait(req: ServeRequest, values: dict[str, Any], result_file, log_path, stream: bool,
+                    timeout: float | None) -> dict[str, Any]:
+    """The supervisor started (forked, else a new interpreter) and waited for: its record once the
+    server is ready, else its error."""
+    ready, ready_w = os.pipe()
+    request_file = None
+    try:
+        proc = _fork(req, values, result_file, log_path, ready, ready_w)
+        if proc is None:
+            request_file = result_file.with_name(f"start-{secrets.token_hex(6)}.json")
+            doc = {"request": {**req.to_json(), "detached": True, "stream_log": False}, "settings": values,
+                   "result": str(result_file)}
+            request_file.write_text(json.dumps(doc))
+            with open(log_path, "ab") as log:
+                proc = subprocess.Popen(supervisor_argv(str(request_file), ready_w), stdin=subprocess.DEVNULL,
+                                        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                        close_fds=True, pass_fds=(ready_w,))
+    except BaseException:
+        os.close(ready)
+        if request_file is not None:
+            request_file.unlink(missing_ok=True)
+        raise
+    finally:
+        os.close(ready_w)
+    ui.detail(f"supervisor PID {proc.pid}; its log: {log_path}")
     offset = 0
     deadline = None if timeout is None else time.monotonic() + timeout
     try:
@@ -82,12 +96,13 @@ def _wait_for_supervisor(req: ServeRequest, request_file, result_file, stream: b
                     ui.warn(text)
                 for text in rec.get("notes") or []:
                     ui.note(text)
+                fidelity.say(str(rec.get("target")), fidelity.carried(rec))
                 return rec
             if proc.poll() is not None:
                 break
             if deadline is not None and time.monotonic() > deadline:
                 raise EnvironmentMissing(f"the server was not ready within {timeout:g}s")
-            time.sleep(0.1)
+            _wait_readable(ready, 0.1)  # the supervisor writes to it when ready, and closes it when it ends
     except BaseException:
         if proc.poll() is None:
             proc.terminate()  # the supervisor stops what it started
@@ -97,11 +112,13 @@ def _wait_for_supervisor(req: ServeRequest, request_file, result_file, stream: b
                 proc.kill()
         raise
     finally:
-        request_file.unlink(missing_ok=True)
-    try:
+        os.close(ready)
+        if request_file is not None:
+            request_file.unlink(missing_ok=True)
+    try:  # the supervisor ended before the server was ready: what it said
         result = json.loads(result_file.read_text())
     except (OSError, ValueError):
-        tail = serve_state.supervisor_log_path(req.port).read_text(errors="replace").strip().splitlines()[-5:]
+        tail = log_path.read_text(errors="replace").strip().splitlines()[-5:]
         raise HexbuildError(f"the serve supervisor exited with {proc.returncode} before the server was ready",
                             hint="its log: " + " | ".join(tail)) from None
     finally:
@@ -111,19 +128,117 @@ def _wait_for_supervisor(req: ServeRequest, request_file, result_file, stream: b
     raise HexbuildError("the serve supervisor ended without a server")
 
 
+def _wait_readable(fd: int, timeout: float) -> None:
+    import select
+
+    readable, _, _ = select.select([fd], [], [], timeout)
+    if readable:
+        try:
+            if not os.read(fd, 64):  # its end: closed by the supervisor's exit, so look no more
+                time.sleep(timeout)
+        except OSError:
+            time.sleep(timeout)
+
+
+class _Forked:
+    """The supervisor forked from this process, with the part of Popen's interface detach uses."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:
+                self.returncode = 1
+                return self.returncode
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired("serve supervisor", timeout or 0)
+            time.sleep(0.05)
+        return self.returncode  # type: ignore[return-value]
+
+    def terminate(self) -> None:
+        self._signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self._signal(signal.SIGKILL)
+
+    def _signal(self, sig: int) -> None:
+        try:
+            os.kill(self.pid, sig)
+        except ProcessLookupError:
+            pass
+
+
+def _fork(req: ServeRequest, settings: dict[str, Any], result_file, log_path, ready: int, ready_w: int) -> _Forked | None:
+    """The supervisor as a fork of this process, which has imported everything it needs (a new
+    interpreter would import it all again: a quarter of a detached start). None where forking is
+    not safe: another thread may hold a lock the child would inherit held."""
+    import threading
+
+    if not hasattr(os, "fork") or threading.active_count() > 1:
+        return None
+    for f in (sys.stdout, sys.stderr):
+        try:
+            f.flush()
+        except (OSError, ValueError):
+            pass
+    pid = os.fork()
+    if pid:
+        return _Forked(pid)
+    code = 1
+    try:  # the child: never returns into the command's code
+        os.setsid()
+        log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        null = os.open(os.devnull, os.O_RDONLY)
+        for fd, to in ((null, 0), (log, 1), (log, 2)):
+            os.dup2(fd, to)
+        os.closerange(3, ready_w)  # nothing of the command's stays open in the supervisor
+        os.closerange(ready_w + 1, 1 << 16)
+        sys.stdin = open(0, closefd=False)
+        sys.stdout = open(1, "w", buffering=1, closefd=False)
+        sys.stderr = open(2, "w", buffering=1, closefd=False)
+        ui.json = ui.quiet = False
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        from .daemon import serve
+
+        req = ServeRequest(**{**req.to_json(), "detached": True, "stream_log": False,
+                              "knobs": [tuple(k) for k in req.knobs]})
+        code = serve(req, settings, result_file, ready_w)
+    except BaseException:
+        import traceback
+
+        try:
+            traceback.print_exc()
+            sys.stderr.flush()
+        except Exception:
+            pass
+    finally:
+        os._exit(code)
+
+
 # `python -m` would put the working directory first on sys.path: started from a directory that
 # holds a hexbuild/ folder (the project's own checkout), the supervisor would import that one.
 _BOOT = ("import sys; sys.path[0] = sys.argv.pop(1); from hexbuild.serve.daemon import main; "
-         "raise SystemExit(main(sys.argv[1]))")
+         "raise SystemExit(main(*sys.argv[1:3]))")
 
 
-def supervisor_argv(request_file: str) -> list[str]:
+def supervisor_argv(request_file: str, ready_fd: int | None = None) -> list[str]:
     """The supervisor's command line: this interpreter and the hexbuild this process runs,
     whatever the working directory holds."""
     import hexbuild
 
     home = os.path.dirname(os.path.dirname(os.path.abspath(hexbuild.__file__)))
-    return [sys.executable, "-c", _BOOT, home, request_file]
+    return [sys.executable, "-c", _BOOT, home, request_file, *([str(ready_fd)] if ready_fd is not None else [])]
 
 
 def _copy_new(path, offset: int) -> int:
@@ -151,6 +266,8 @@ def status() -> list[dict[str, Any]]:
         elif rec.get("status") != "ready":
             row["state"] = rec.get("status") or "starting"
         else:
+            from .openai_http import health
+
             row["state"] = "ready" if health(int(rec["local_port"]), timeout=2.0) == "ready" else "unreachable"
         out.append(row)
     return out
@@ -188,12 +305,13 @@ def stop(recs: list[dict[str, Any]], settings, *, grace: float = 45.0) -> list[d
             while serve_state.supervisor_alive(rec):  # it removes the record, then exits
                 if time.monotonic() > deadline:
                     break
-                time.sleep(0.1)
+                time.sleep(0.02)
         if serve_state.read(port) is not None:
             how = "directly"  # the supervisor is gone (or stuck): undo its work from here
             _stop_orphan(rec, settings)
             serve_state.remove(port)
-        out.append({"target": rec.get("target"), "local_port": port, "pid": rec.get("pid"), "stopped": how})
+        out.append({"target": rec.get("target"), "local_port": port, "pid": rec.get("pid"), "stopped": how,
+                    **fidelity.carried(rec)})
     return out
 
 
@@ -224,6 +342,8 @@ def find_running(target: str, model: str | None) -> dict[str, Any] | None:
             continue
         if model and PurePath(str(rec.get("model"))).name != PurePath(model).name:
             continue
+        from .openai_http import health
+
         if health(int(rec["local_port"]), timeout=2.0) == "ready":
             return rec
     return None

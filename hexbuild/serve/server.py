@@ -27,10 +27,12 @@ from ..runner.install import default_dest, default_models_dir, installed_tools, 
 from ..runner.request import RunRequest, open_target, prepare_on
 from ..ui import ui
 from . import state as serve_state
-from .openai_http import health, model_name
 
 DEFAULT_PORT = 8080  # llama-server's own default
 READY_TIMEOUT = 600.0  # a large model takes minutes to load and repack
+# /health is asked every 20 ms for the first seconds (a small model is ready in well under one),
+# then every quarter second (a large one loads for minutes: each ask crosses adb or SSH).
+READY_POLL, READY_POLL_SLOW, READY_POLL_FAST_FOR = 0.02, 0.25, 3.0
 SERVER = "llama-server"
 BUILD_HINT = "build it: hexbuild build --build-target llama-server (then serve with --package PKG)"
 
@@ -101,8 +103,6 @@ def _check_model_on_device(target, model: str, models_dir: str) -> None:
 
 
 def _deploy(target, req: ServeRequest, dest: str, models_dir: str, push_model: Path | None, settings) -> None:
-    from ..deploy import DeployOptions, deploy, raise_for_failures
-
     pkg = req.package
     if pkg is None and push_model is None:
         return
@@ -118,6 +118,8 @@ def _deploy(target, req: ServeRequest, dest: str, models_dir: str, push_model: P
             push_models(target, models_dir, plan, lambda n, wire=None: progress.update(task, advance=n),
                         lambda _: None)
         return
+    from ..deploy import DeployOptions, deploy, raise_for_failures  # (the whole deploy: a package's)
+
     opts = DeployOptions(dest=dest, models=models, models_dir=models_dir,
                          bundle_runtime=bool(_setting(settings, "deploy.bundle_runtime", False)),
                          sysroot=str(_setting(settings, "linux.sysroot", "") or ""))
@@ -153,21 +155,13 @@ def dispatch_proof(startup_log: str, inv, *, target: str, log: str, allow_cpu_fa
 
 
 def _startup_log(target, device_log: str, watcher) -> str:
-    """What the server printed up to now. A local file is read whole; a remote one arrives through
-    the watcher's stream (no second channel beside the forward's), which may lag behind what
-    /health saw, so it is given a moment to settle."""
-    if target.kind in ("local", "qemu", "qemu+npu"):
-        data = target.read_file(device_log)
-        if data is not None:
-            return data.decode("utf-8", "replace")
-    last, deadline = None, time.monotonic() + 2.0
-    while time.monotonic() < deadline:
-        text = watcher.startup_text()
-        if text == last:
-            break
-        last = text
-        time.sleep(0.3)
-    return watcher.startup_text()
+    """What the server printed up to now, read from the device log itself in one call (the
+    watcher's stream may lag behind what /health saw: it used to be given 0.3 s to settle, the
+    most of a detached start over adb); the stream's text when the device cannot be asked."""
+    try:
+        return background.log_rest(target, device_log, 0, limit=background.TEXT_LIMIT).decode("utf-8", "replace")
+    except HexbuildError:
+        return watcher.startup_text()
 
 
 def start(req: ServeRequest, settings, *, sink: Callable[[bytes], None] | None = None) -> Server:
@@ -195,7 +189,7 @@ def _start(target, req: ServeRequest, settings, sink) -> Server:
     dest = target.expand(req.dest or default_dest(target))
     models_dir = target.expand(req.models_dir or default_models_dir(target))  # where run looks too
     device_port = req.device_port or req.port
-    if target.kind in ("local", "qemu", "qemu+npu") and device_port != req.port:
+    if target.caps.this_machine and device_port != req.port:
         raise UsageError(f"{target.spec} runs the server on this machine: --device-port must equal --port")
     local = Path(req.model).expanduser()
     push = local if local.is_file() else None
@@ -212,6 +206,7 @@ def _start(target, req: ServeRequest, settings, sink) -> Server:
     tools = installed_tools(manifest)
     if tools is None:
         tools = set(target.list_files(f"{dest}/bin", hashes=False))
+    read = (dest, manifest, tools)  # what prepare_on would read again
     if not tools:
         raise EnvironmentMissing(f"nothing is installed at {target.spec}:{dest}",
                                  hint="serve --package PKG deploys it, or run hexbuild deploy first")
@@ -224,7 +219,7 @@ def _start(target, req: ServeRequest, settings, sink) -> Server:
     run_req = RunRequest(kind="server", target=req.target, dest=dest, models_dir=models_dir, ndev=req.ndev,
                          devices=req.devices, model=model, knobs=req.knobs, extra=extra, threads=req.threads,
                          ubatch=req.ubatch)
-    prepared = prepare_on(target, run_req)  # a CPU-only package: the one rule (artifacts/npu.py)
+    prepared = prepare_on(target, run_req, read=read)  # a CPU-only package: the one rule (artifacts/npu.py)
     said = prepared.cpu_only
     warnings = [said.text] if said and not said.chosen else []
     notes = [said.text] if said and said.chosen else []
@@ -254,7 +249,7 @@ def _start(target, req: ServeRequest, settings, sink) -> Server:
         target=req.target, kind=target.kind, local_port=req.port, device_port=device_port, pid=pid,
         pid_start=since, model=req.model, url=f"http://127.0.0.1:{req.port}/v1", log=str(local_log),
         device_log=device_log, dest=dest, detached=req.detached, argv=inv.argv, env=inv.env, warnings=warnings,
-        notes=notes)
+        notes=notes, **target.fidelity())
     try:
         serve_state.write(record)
         forward = target.forward(req.port, device_port)
@@ -264,6 +259,8 @@ def _start(target, req: ServeRequest, settings, sink) -> Server:
         _wait_ready(server, req)
         record.update(dispatch=dispatch_proof(_startup_log(target, device_log, watcher), inv, target=req.target, log=str(device_log),
                                               allow_cpu_fallback=req.allow_cpu_fallback))
+        from .openai_http import model_name
+
         server.model_name = model_name(req.port) or posixpath.basename(model)
         record.update(status="ready", model_name=server.model_name, ready_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
         serve_state.write(record)
@@ -275,7 +272,10 @@ def _start(target, req: ServeRequest, settings, sink) -> Server:
 
 
 def _wait_ready(server: Server, req: ServeRequest) -> None:
-    deadline = time.monotonic() + req.ready_timeout
+    from .openai_http import health  # imported while the server starts: not before it
+
+    begun = time.monotonic()
+    deadline = begun + req.ready_timeout
     while True:
         if server.watcher.done.is_set():
             if server.watcher.exited:
@@ -293,7 +293,7 @@ def _wait_ready(server: Server, req: ServeRequest) -> None:
             raise RemoteFailed(f"{SERVER} on {req.target} was not ready within {req.ready_timeout:g}s "
                                f"(/health: {state}" + (f"; the forward: {errors[-1]}" if errors else "") + ")",
                                hint="a large model takes long to load: raise --ready-timeout")
-        server.watcher.done.wait(0.2)
+        server.watcher.done.wait(READY_POLL if time.monotonic() - begun < READY_POLL_FAST_FOR else READY_POLL_SLOW)
 
 
 def _undo(target, pid: int, since: str, forward, port: int) -> None:
@@ -307,12 +307,21 @@ def _undo(target, pid: int, since: str, forward, port: int) -> None:
 
 
 def stop(server: Server) -> None:
-    """Stop the server by its PID, remove the forward and the record."""
+    """Stop the server by its PID, remove the forward and the record. The log's last lines are
+    read from where the watcher's stream got to, and the stream's tail ended (background.cut_stream),
+    rather than waited for: the stream notices the program's end only at its next check, a second
+    later."""
     server.forward.close()
     try:
         background.stop(server.target, server.pid, server.since)
     finally:
-        server.watcher.done.wait(3.0)  # its stream ends with the program
+        try:
+            if not server.watcher.done.is_set():
+                rest = background.cut_stream(server.target, server.watcher, server.device_log)
+                if rest and server.log_file is not None:
+                    server.log_file.write(rest)
+        except HexbuildError:  # the device went away: the log ends where the stream did
+            pass
         _close_log(server)
         serve_state.remove(server.local_port)
         server.target.close()

@@ -16,7 +16,8 @@ Each kind is one module that declares its scheme, form, example, parser and capa
                                           qemu-aarch64 -L SYSROOT (default DIR under hexbuild's cache)
 
 A spec that fits none of these is a UsageError that shows the right form with an example.
-Making a target contacts nothing; the first remote call does.
+Making a target contacts nothing; the first remote call does. It tells ``hexbuild.fidelity`` what
+the target's results are worth (the virtual NPU's are an emulator's).
 """
 
 from __future__ import annotations
@@ -66,7 +67,11 @@ def parse_target(spec: str, settings: Mapping[str, Any] | Any = None) -> Target:
         raise UsageError(f"malformed target {spec!r}: control characters are not allowed")
     found = find(spec)
     if found is not None:
-        return found.parse(spec, target_settings(settings))
+        from ..fidelity import opened
+
+        target = found.parse(spec, target_settings(settings))
+        opened(target)  # the virtual NPU's results say so, in every document of this command
+        return target
     for scheme, _ in REGISTRY:  # ssh:host, adb+ssh/host: a URL kind written without its '://'
         word = scheme[:-3]
         if scheme.endswith("://") and (spec.startswith(word + ":") or spec.startswith(word + "/")):

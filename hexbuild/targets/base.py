@@ -88,6 +88,9 @@ class TargetCaps:
     # an emulated cDSP answers its FastRPC sessions (qemu+npu:): NPU packages run their HTP sessions
     # there, emulated, and every result says so
     virtual_npu: bool = False
+    # the device is this machine: its paths are this machine's paths (local:, and qemu:'s
+    # emulated programs), read and written here without a device call
+    this_machine: bool = False
     # a push makes the directories it writes into (adb sync's SEND), so a release's staging call
     # (links, device-side copies) can run beside the push instead of before it
     push_makes_dirs: bool = False
@@ -230,6 +233,11 @@ class Target(ABC):
         2-7) if it fits the machine the programs run on, else None: then neither --cpu-mask nor
         --cpu-strict is injected. Phones and boards: the revision's own choice."""
         return mask
+
+    def fidelity(self) -> dict[str, Any]:
+        """The mark every result made here carries (hexbuild/fidelity.py): ``emulated`` and
+        ``npu_model`` on the virtual NPU; nothing on a real device, or where no NPU runs."""
+        return {}
 
     def glibc_version(self) -> str | None:
         """The glibc release programs run against here ("2.31"), None when unknown or not glibc."""

@@ -15,7 +15,7 @@ from typing import Mapping, Sequence
 
 from ..errors import EnvironmentMissing, RemoteFailed, UsageError, shell_status
 from ..ui import ui
-from .base import ByteProgress, DeviceInfo, OutputSink, TargetCaps, TargetKind, TargetSettings
+from .base import ByteProgress, DeviceInfo, OutputSink, RemoteFile, TargetCaps, TargetKind, TargetSettings
 from .posix import ShellTarget
 
 CHUNK = 1024 * 1024
@@ -71,7 +71,7 @@ def this_machine() -> tuple[str, int | None]:
 class LocalTarget(ShellTarget):
     kind = "local"
     os = "linux"
-    caps = TargetCaps(forward=True)
+    caps = TargetCaps(forward=True, this_machine=True)
 
     def __init__(self, spec: str, root: str, *, timeout: float = 15.0, transfer_timeout: float = 600.0):
         self.spec = spec
@@ -205,6 +205,31 @@ class LocalTarget(ShellTarget):
                 out.write(chunk)
                 if progress:
                     progress(len(chunk))
+
+    def list_files(self, root: str, *, hashes: bool = True) -> dict[str, RemoteFile]:
+        """``find ROOT -type f`` with sizes, modes and mtimes, read here rather than by spawning
+        sh, find and stat (serve lists the models directory before each start); hashes as the
+        shell targets make them."""
+        if hashes:
+            return super().list_files(root, hashes=True)
+        files: dict[str, RemoteFile] = {}
+        if not os.path.isdir(root):
+            return files
+        todo = [("", root)]
+        while todo:
+            prefix, directory = todo.pop()
+            try:
+                with os.scandir(directory) as entries:
+                    for e in entries:
+                        if e.is_dir(follow_symlinks=False):  # symbolic links not followed, as find
+                            todo.append((f"{prefix}{e.name}/", e.path))
+                        elif e.is_file(follow_symlinks=False):
+                            st = e.stat(follow_symlinks=False)
+                            rel = prefix + e.name
+                            files[rel] = RemoteFile(rel, st.st_size, st.st_mode & 0o7777, None, int(st.st_mtime))
+            except OSError as e:
+                raise RemoteFailed(f"listing {root} failed on {self.spec}: {e.strerror or e}") from None
+        return files
 
     def read_file(self, remote: str) -> bytes | None:
         try:

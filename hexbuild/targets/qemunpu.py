@@ -7,7 +7,8 @@ runtime, which loads the package's unchanged skel (libggml-htp-vNN.so) and serve
 
 The virtual DSP's parts live in hexbuild's cache, outside the install and the package: deploy
 installs the user's package byte for byte. The DSP's HTP version is ``qemu.npu`` (default v73).
-Everything it produces is emulated, and says so.
+Everything it produces is emulated, and says so: ``fidelity()`` is the mark every document made for
+it carries (hexbuild/fidelity.py).
 """
 
 from __future__ import annotations
@@ -16,15 +17,15 @@ import os
 from typing import Mapping, Sequence
 
 from ..errors import EnvironmentMissing
+from ..fidelity import fields
 from .base import DeviceInfo, OutputSink, TargetCaps, TargetKind, TargetSettings
 from .qemu import QemuTarget, default_root as qemu_default_root
-
-VIRTUAL_DSP = "emulated cDSP (qemu-hexagon with hexbuild's HVX patches)"
 
 
 class QemuNpuTarget(QemuTarget):
     kind = "qemu+npu"
-    caps = TargetCaps(package_oses=("linux",), glibc_check=True, forward=True, emulator=True, virtual_npu=True)
+    caps = TargetCaps(package_oses=("linux",), glibc_check=True, forward=True, emulator=True, this_machine=True,
+                      virtual_npu=True)
 
     def __init__(self, spec: str, root: str, *, sysroot: str = "", npu: str = "v73", timeout: float = 15.0,
                  transfer_timeout: float = 600.0):
@@ -56,8 +57,11 @@ class QemuNpuTarget(QemuTarget):
     def probe(self, dest: str) -> DeviceInfo:
         info = super().probe(dest)
         info.htp_arch = self.npu  # the DSP the stand-in answers ARCH_VER for
-        info.extra.update(npu=f"{self.npu} ({VIRTUAL_DSP})", emulated_npu=True)
+        info.extra.update(npu=self.fidelity()["npu_model"], emulated_npu=True)
         return info
+
+    def fidelity(self) -> dict:
+        return fields(self.npu)
 
     def check_npu_install(self, dest: str, manifest, env) -> None:
         """Before any session: CpuFallback (12) in one line when the emulated DSP cannot run the

@@ -70,7 +70,12 @@ def find(client: Any, rec: Recipe | None = None) -> dict[str, Any] | None:
 def ensure_open_image(client: Any, *, method: str = "auto", rebuild: bool = False,
                       cache: Path | None = None) -> OpenImage:
     """Find or make the open toolchain image on the engine ``client`` talks to."""
-    return recipe_image.ensure(client, recipe(), cache=cache or cache_dir(), method=method, rebuild=rebuild)
+    made = recipe_image.ensure(client, recipe(), cache=cache or cache_dir(), method=method, rebuild=rebuild)
+    if made.status == "created":  # a new image of this recipe: qemu: targets extract its runtime again
+        from .sysroot import forget_image
+
+        forget_image(made.image)
+    return made
 
 
 def build_rootfs(rec: Recipe, tarball: Path) -> Path:

@@ -4,16 +4,13 @@ for ``qemu:`` targets, and the loader and libraries ``deploy --bundle-runtime`` 
 By default it is the open toolchain image's own cross runtime (``/usr/aarch64-linux-gnu``:
 ``lib/ld-linux-aarch64.so.1``, libc, libm, libstdc++, libgcc_s…) — the runtime the programs
 were linked against — copied out of a container of that image once (Docker SDK
-``get_archive``) into hexbuild's cache, keyed by the image id. A directory given with
+``get_archive``) into hexbuild's cache, keyed by the image id, and found again without the
+engine while the recipe (and so the image's tag) is the same. A directory given with
 ``--sysroot`` (``linux.sysroot``) is used as it is, e.g. Debian's ``/usr/aarch64-linux-gnu``.
 """
 
 from __future__ import annotations
 
-import secrets
-import shutil
-import tempfile
-import tarfile
 from pathlib import Path
 
 from ..errors import EnvironmentMissing, UsageError
@@ -80,6 +77,18 @@ def find_open_image(client) -> tuple[str, str]:
 
 
 def image_sysroot() -> Path:
+    """The runtime extracted from the open image: found without the Docker engine when the image
+    the current recipe makes was extracted before (``sysroots/images.json``: tag → directory),
+    else asked of the engine (importing the Docker SDK and two calls: a third of a ``serve``'s
+    start on a ``qemu:`` target), extracted if need be, and remembered."""
+    from .open_image import image_ref
+
+    current = image_ref()
+    known = _remembered().get(current)
+    if known:
+        root = cache_root() / "sysroots" / known / "aarch64-linux-gnu"
+        if loader_of(root) is not None:
+            return root
     from .engine import DockerEngine
 
     try:
@@ -90,19 +99,67 @@ def image_sysroot() -> Path:
         ref, image_id = find_open_image(engine.client)
         dest = cache_root() / "sysroots" / image_id.split(":")[-1][:16]
         root = dest / "aarch64-linux-gnu"
-        if loader_of(root) is not None:
-            return root
-        ui.info(f"extracting the AArch64 runtime of {ref} into {dest}")
-        _export(engine.client, ref, dest)
         if loader_of(root) is None:
-            raise _missing(f"{ref} has no {IMAGE_RUNTIME}/lib/{LOADER}")
+            ui.info(f"extracting the AArch64 runtime of {ref} into {dest}")
+            _export(engine.client, ref, dest)
+            if loader_of(root) is None:
+                raise _missing(f"{ref} has no {IMAGE_RUNTIME}/lib/{LOADER}")
+        if ref == current:  # a fallback image (another recipe's) is asked for again next time
+            _remember(current, dest.name)
         return root
     finally:
         engine.close()
 
 
+def _index() -> Path:
+    return cache_root() / "sysroots" / "images.json"
+
+
+def _remembered() -> dict[str, str]:
+    import json
+
+    try:
+        data = json.loads(_index().read_text())
+    except (OSError, ValueError):
+        return {}
+    return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, str)} if isinstance(data, dict) else {}
+
+
+def _remember(ref: str, directory: str) -> None:
+    import json
+
+    from ..paths import atomic_write
+
+    known = _remembered()
+    if known.get(ref) != directory:
+        try:
+            atomic_write(_index(), json.dumps({**known, ref: directory}), mode=0o644)
+        except OSError:  # a read-only cache: the engine is asked again next time
+            pass
+
+
+def forget_image(ref: str) -> None:
+    """``ref`` was made again (``hexbuild toolchain open``): its runtime is extracted anew."""
+    import json
+
+    from ..paths import atomic_write
+
+    known = _remembered()
+    if ref in known:
+        known.pop(ref)
+        try:
+            atomic_write(_index(), json.dumps(known), mode=0o644)
+        except OSError:
+            pass
+
+
 def _export(client, ref: str, dest: Path) -> None:
     """Copy IMAGE_RUNTIME out of a (never started) container of ``ref`` into ``dest``, atomically."""
+    import secrets  # (here: a qemu: target that finds its runtime extracted imports none of them)
+    import shutil
+    import tarfile
+    import tempfile
+
     from .transfer import _extract
 
     name = f"hexbuild-sysroot-{secrets.token_hex(4)}"

@@ -26,6 +26,7 @@ def cli(capsys, monkeypatch):
         for k, v in (env or {}).items():
             monkeypatch.setenv(k, v)
         ui.json, ui.verbose, ui.quiet, ui.result_emitted, ui.warnings, ui.notes = False, 0, False, False, [], []
+        ui.fidelity = {}
         ui.ci = _ci_provider()
         state.config_file = None
         capsys.readouterr()

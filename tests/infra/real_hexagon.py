@@ -4,7 +4,7 @@ Session fixture ``real_hexagon_package``: the 0.3.28 tree (a copy under the test
 ``hexagon-build/llama.cpp-0.3.28``, whose build directory is kept) built as a user runs it on the
 default (vendor) path: ``hexbuild build --os linux --htp v73,v79`` on the image the checkout
 pins, which scripts/toolchain-double.sh's code tags as the double. Only llama-completion and what
-it links, and test-backend-ops, are built (``build.build_targets`` in a config file outside the checkout), and ccache is
+it links, and the tools the virtual NPU's tests run, are built (``build.build_targets`` in a config file outside the checkout), and ccache is
 the open build's (``open-ccache/``, tests/infra/real_build.py builds the same 0.3.28 tree with the
 same clang-19 in the same image base), so a cold run compiles little of the host side. The skels
 (libggml-htp-v73/v79.so) come from the tree's own HTP CMake with LLVM 21.
@@ -27,7 +27,8 @@ from tests.infra.docker_engine import InfraError, cache_dir
 
 TREE_VERSION = "0.3.28"
 HTP = ("v73", "v79")
-TARGETS = ("llama-completion", "test-backend-ops")  # test-backend-ops: test ops on the virtual NPU
+# test-backend-ops, llama-perplexity, llama-bench: test ops, test ppl and bench on the virtual NPU
+TARGETS = ("llama-completion", "test-backend-ops", "llama-perplexity", "llama-bench")
 BUILD_TIMEOUT = 3600
 
 
@@ -36,12 +37,14 @@ def tree_copy(cache: Path, version: str = TREE_VERSION) -> Path:
     return real_build.tree_copy(cache, version, into="hexagon-build")
 
 
-def config_file(cache: Path) -> Path:
+def config_file(cache: Path, htp: tuple[str, ...] = HTP) -> Path:
     """The build settings the fixture and the release test share (outside the checkout, so the
-    checkout's files stay the tree's own and a second build with them is up to date)."""
-    path = cache / "hexagon-build" / "hexbuild.toml"
+    checkout's files stay the tree's own and a second build with them is up to date). Other HTP
+    lists (the inspect benchmark's v75 skel of 0.3.24) get a file of their own."""
+    name = "hexbuild.toml" if tuple(htp) == HTP else f"hexbuild-{'-'.join(htp)}.toml"
+    path = cache / "hexagon-build" / name
     text = (f'[build]\nbuild_targets = {json.dumps(list(TARGETS))}\ncache_volume = "{cache / "open-ccache"}"\n'
-            f'htp = {json.dumps(list(HTP))}\n')
+            f'htp = {json.dumps(list(htp))}\n')
     if not path.is_file() or path.read_text() != text:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
@@ -70,19 +73,21 @@ def ensure_double(client, tree: Path, cache: Path) -> None:
         toolchain_double.ensure(client, cache, tags)
 
 
-def build(docker_host: str, cache: Path, *, extra: list[str] | None = None) -> tuple[Path, dict, str]:
-    """``hexbuild build --os linux`` of the tree copy on the double; (package, JSON result, stderr)."""
+def build(docker_host: str, cache: Path, *, extra: list[str] | None = None, version: str = TREE_VERSION,
+          htp: tuple[str, ...] = HTP, tree: Path | None = None) -> tuple[Path, dict, str]:
+    """``hexbuild build --os linux`` of the tree copy (or of ``tree``: another copy, e.g. one with a
+    bug planted) on the double; (package, JSON result, stderr)."""
     import docker
 
     from tests.infra.real_build import _lock
 
-    tree = tree_copy(cache)
+    tree = tree or tree_copy(cache, version)
     client = docker.DockerClient(base_url=docker_host, timeout=900)
     try:
         ensure_double(client, tree, cache)
     finally:
         client.close()
-    argv = [sys.executable, "-m", "hexbuild", "--config", str(config_file(cache)), "build", "--json", "--os", "linux",
+    argv = [sys.executable, "-m", "hexbuild", "--config", str(config_file(cache, htp)), "build", "--json", "--os", "linux",
             "--source", str(tree), *(extra or [])]
     with _lock(cache / "open-build.lock"):  # one build at a time in the shared ccache
         cp = subprocess.run(argv, capture_output=True, text=True, env=env_for(docker_host), stdin=subprocess.DEVNULL,

@@ -115,6 +115,7 @@ class CallSite:
     hot: bool                   # inside an innermost loop
     tail: bool = False          # a jump, not a call
     line: str | None = None     # file:line with debug info
+    dest: int | None = None     # the address called (not in the JSON: ``target`` names it)
 
     def to_json(self) -> dict[str, Any]:
         out = {"addr": self.addr, "offset": self.offset, "target": self.target, "helper": self.helper,
@@ -187,10 +188,22 @@ def find_loops(fn: Function) -> list[Loop]:
                         break
             elif insn.jump is not None and fn.addr <= insn.jump <= p.addr and insn.jump in index:
                 loops.setdefault((insn.jump, p.addr), Loop("branch", insn.jump, p.addr))
+    return nest_loops(loops)
+
+
+def nest_loops(loops: dict[tuple[int, int], Loop]) -> list[Loop]:
+    """The loops in address order, each with its depth and whether it is innermost."""
     found = sorted(loops.values(), key=lambda lp: (lp.start, -lp.end))
+    spans = [(lp.start, lp.end) for lp in found]  # Loop.contains, unrolled: hundreds of loops in a kernel
     for lp in found:
-        lp.depth = 1 + sum(1 for o in found if o.contains(lp))
-        lp.innermost = not any(lp.contains(o) for o in found)
+        s, e = lp.start, lp.end
+        depth, innermost = 1, True
+        for os_, oe in spans:
+            if os_ <= s and e <= oe:
+                depth += (os_, oe) != (s, e)
+            elif s <= os_ and oe <= e:
+                innermost = False
+        lp.depth, lp.innermost = depth, innermost
     return found
 
 
@@ -261,7 +274,7 @@ def analyze(fn: Function, meta: ElfMeta | None, plt: dict[int, str]) -> Function
             elif insn.jump is not None and not (fn.addr <= insn.jump < fn.end):
                 target, tail = insn.jump, True
             if target is not None:
-                name = _target_name(target, insn.target_name, meta, plt)
+                name = target_name(target, insn.target_name, meta, plt)
                 rep.calls.append(CallSite(insn.addr, insn.addr - fn.addr, name, helper_kind(name),
                                           lp.kind if lp else None, bool(lp and lp.innermost), tail))
                 if lp:
@@ -278,7 +291,7 @@ def analyze(fn: Function, meta: ElfMeta | None, plt: dict[int, str]) -> Function
     return rep
 
 
-def _target_name(addr: int, printed: str | None, meta: ElfMeta | None, plt: dict[int, str]) -> str:
+def target_name(addr: int, printed: str | None, meta: ElfMeta | None, plt: dict[int, str]) -> str:
     if addr < 0:
         return INDIRECT
     if addr in plt:

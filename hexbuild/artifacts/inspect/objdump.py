@@ -6,7 +6,8 @@ and newer only show their HVX code when ``--mattr=+hvxvNN,+hvx-length128b`` name
 without it the vector code is ``<unknown>`` words and no vector spill can be seen. The float
 HVX that v68 and newer can hold (IEEE ``.sf``/``.hf`` and qfloat) is named too
 (``+hvx-ieee-fp,+hvx-qfloat``) where the disassembler knows those features. The newest
-disassembler found wins: llvm-objdump 21 knows v79, 19 only v73.
+disassembler found wins: llvm-objdump 21 knows v79, 19 only v73. What each disassembler said
+(its version, the flags it takes) is remembered in the cache (cache.py) until its file changes.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pathlib import Path
 
 from ...errors import EnvironmentMissing, UsageError
 from ...ui import ui
+from .cache import tools
 
 MIN_VERSION = 17
 DEBIAN_PACKAGE = "llvm-19"
@@ -55,6 +57,9 @@ class Objdump:
         if not arch or not arch[1:3].isdigit():
             return [], None
         want = int(arch[1:3])
+        known = tools.get("flags", self.path, f"v{want}")
+        if isinstance(known, list) and all(isinstance(f, str) for f in known):
+            return list(known), None
         probe = (self.path, str(probe_file), _code_start(str(probe_file)))
         for nn in [v for v in _HVX_VERSIONS if v <= want]:
             if _accepts(*probe, f"--mcpu=hexagonv{nn}", f"+hvxv{nn}"):
@@ -66,7 +71,10 @@ class Objdump:
                 if nn >= HVX_FLOAT_SINCE:
                     features += [f for f in HVX_FLOAT_FEATURES
                                  if _accepts(*probe, f"--mcpu=hexagonv{nn}", f"+hvxv{nn},{f}")]
-                return [f"--mcpu=hexagonv{nn}", "--mattr=" + ",".join(features)], warn
+                flags = [f"--mcpu=hexagonv{nn}", "--mattr=" + ",".join(features)]
+                if nn == want:  # an older version standing in is asked again: a newer LLVM may come
+                    tools.put("flags", self.path, flags, f"v{want}")
+                return flags, warn
         return [], f"{self.name} knows no Hexagon version up to v{want}: vector code is not decoded"
 
     def argv(self, lib: Path, flags: list[str], *, start: int | None = None, stop: int | None = None) -> list[str]:
@@ -117,12 +125,18 @@ def _accepts(path: str, probe_file: str, start: int | None, mcpu: str, mattr: st
 
 @functools.lru_cache(maxsize=None)
 def _version(path: str) -> tuple[int, int] | None:
+    known = tools.get("version", path)
+    if isinstance(known, list) and len(known) == 2:
+        return int(known[0]), int(known[1])
     try:
         cp = subprocess.run([path, "--version"], capture_output=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired):
         return None
     m = _VERSION.search(cp.stdout.decode("utf-8", "replace"))
-    return (int(m.group(1)), int(m.group(2))) if m else None
+    if not m:
+        return None
+    tools.put("version", path, [int(m.group(1)), int(m.group(2))])
+    return int(m.group(1)), int(m.group(2))
 
 
 def _candidates() -> list[str]:

@@ -1,8 +1,8 @@
-"""One library inspected: disassemble once, parse once, analyse every function."""
+"""One library inspected: disassembled and scanned once (windows.py, scan.py), or read back from
+the cache (cache.py); which libraries a package holds."""
 
 from __future__ import annotations
 
-import bisect
 import os
 import re
 from dataclasses import dataclass, field
@@ -11,9 +11,10 @@ from typing import Any
 
 from ...errors import UsageError
 from ..verify import HTP_NAME, htp_key, parse_htp_versions
-from .analysis import FunctionReport, analyze
-from .elfmeta import ElfMeta, plt_names, read_meta
-from .model import Function, parse
+from . import windows
+from .analysis import FunctionReport
+from .cache import file_identity, load_reports, report_key, save_reports
+from .elfmeta import ElfMeta, read_meta
 from .objdump import Objdump
 
 
@@ -27,7 +28,6 @@ class LibraryReport:
     functions: list[FunctionReport] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     debug_info: bool = False
-    parsed: list[Function] = field(default_factory=list, repr=False)
     meta: ElfMeta | None = field(default=None, repr=False)
 
     def function(self, name: str) -> FunctionReport | None:
@@ -56,54 +56,44 @@ class LibraryReport:
                 "warnings": self.warnings, "functions": [f.to_json() for f in self.functions]}
 
 
-PARALLEL_MIN_BYTES = 1 << 20  # below this one process is faster than starting workers
-_WORK: dict[str, Any] = {}    # what forked workers inherit: the library, its symbols, PLT names
-
-
 def inspect_library(path: Path, objdump: Objdump, *, func: re.Pattern[str] | None = None,
-                    with_lines: bool = True, workers: int | None = None) -> LibraryReport:
-    """Disassemble, parse and analyse ``path``. A large library is cut at function boundaries
-    into one address window per CPU, each disassembled and analysed by its own process."""
+                    with_lines: bool = True, workers: int | None = None, cache: bool = True) -> LibraryReport:
+    """Disassemble and scan ``path`` (windows.py: in one address window per CPU for a large
+    library), or read its reports from the cache when this library was inspected before with the
+    same disassembler, flags and analysis code (cache.py)."""
     meta = read_meta(path)
     flags, warn = objdump.flags(meta.arch, path)
     rep = LibraryReport(path, path.name, meta.arch, objdump.name, flags, debug_info=meta.debug_info, meta=meta)
     if warn:
         rep.warnings.append(warn)
-    windows = _windows(meta, workers if workers is not None else _cpus())
-    if not windows:
-        functions = parse(objdump.disassemble(path, flags))
-        plt = plt_names(meta, [p for f in functions if f.section == ".plt" for p in f.packets])
-        rep.parsed = functions
-        rep.functions = [analyze(fn, meta, plt) for fn in functions
-                         if fn.section != ".plt" and (func is None or func.search(fn.name))]
-    else:
-        import concurrent.futures
-        import multiprocessing
-
-        plt_fns = parse(objdump.disassemble(path, flags, start=meta.plt[0], stop=meta.plt[0] + meta.plt[1])) \
-            if meta.plt else []
-        _WORK.update(path=path, objdump=objdump, flags=flags, meta=meta, func=func,
-                     plt=plt_names(meta, [p for f in plt_fns for p in f.packets]))
-        try:
-            with concurrent.futures.ProcessPoolExecutor(len(windows), mp_context=multiprocessing.get_context("fork")) as pool:
-                for part in pool.map(_window, windows):
-                    rep.functions += part
-        finally:
-            _WORK.clear()
+    lines = with_lines and meta.debug_info
+    key = report_key(path, f"{objdump.path}|{objdump.version}|{file_identity(objdump.path)}", flags, lines) \
+        if cache else None
+    functions = load_reports(key) if key else None
+    if functions is None:
+        functions = windows.reports(objdump, path, flags, meta,
+                                    windows.windows(meta, workers if workers is not None else _cpus() // 2))
+        if lines:
+            _add_lines(path, functions)
+        if key:
+            save_reports(key, functions)
+    rep.functions = [f for f in functions if func is None or func.search(f.name)]
     unknown = sum(f.unknown for f in rep.functions)
     if unknown:
         rep.warnings.append(f"{path.name}: {unknown} instruction words were not decoded by {objdump.name} "
                             f"({' '.join(flags) or 'no --mcpu'}): counts may be low")
-    if with_lines and meta.debug_info:
+    return rep
+
+
+def _add_lines(path: Path, functions: list[FunctionReport]) -> None:
+    sites = [c for f in functions for c in f.helper_calls]
+    if sites:
         from .addr2line import LineTable
 
-        sites = [c for f in rep.functions for c in f.helper_calls]
-        if sites:
-            table = LineTable(path)
-            for c in sites:
-                loc = table.lookup(c.addr)
-                c.line = f"{loc[0]}:{loc[1]}" if loc else None
-    return rep
+        table = LineTable(path)
+        for c in sites:
+            loc = table.lookup(c.addr)
+            c.line = f"{loc[0]}:{loc[1]}" if loc else None
 
 
 def libraries(target: Path, htp: list[str] | None = None) -> list[Path]:
@@ -133,35 +123,9 @@ def libraries(target: Path, htp: list[str] | None = None) -> list[Path]:
 
 
 def _cpus() -> int:
+    """CPUs this process may use (at most 8). A window keeps two busy, its disassembler and its
+    scanner: on 2 CPUs two windows took longer than one (more CPU for the same text)."""
     try:
         return min(len(os.sched_getaffinity(0)), 8)
     except AttributeError:
         return min(os.cpu_count() or 1, 8)
-
-
-def _windows(meta: ElfMeta, n: int) -> list[tuple[int, int]]:
-    """[start, stop) windows over the code, cut at function starts, about equal in size; empty
-    when one process should do it all."""
-    code = [(s, e) for s, e, name in meta.exec_ranges if name != ".plt"]
-    if n < 2 or len(code) != 1 or code[0][1] - code[0][0] < PARALLEL_MIN_BYTES:
-        return []
-    lo, hi = code[0]
-    starts = sorted({s.addr for s in meta.symbols if lo < s.addr < hi})
-    cuts = [lo]
-    for k in range(1, n):
-        i = bisect.bisect_left(starts, lo + (hi - lo) * k // n)
-        if i < len(starts) and starts[i] > cuts[-1]:
-            cuts.append(starts[i])
-    cuts.append(hi)
-    return list(zip(cuts, cuts[1:]))
-
-
-def _window(window: tuple[int, int]) -> list[FunctionReport]:
-    w = _WORK
-    out = []
-    for fn in parse(w["objdump"].disassemble(w["path"], w["flags"], start=window[0], stop=window[1])):
-        if w["func"] is None or w["func"].search(fn.name):
-            rep = analyze(fn, w["meta"], w["plt"])
-            rep.spill_tags = {}  # only --disasm shows them; not worth sending back
-            out.append(rep)
-    return out
