@@ -86,7 +86,7 @@ def local_lib_dir(spec: str, inv: Invocation):
     from ..targets.registry import find
 
     found = find(spec)
-    if found is None or found.scheme not in ("local", "qemu", "qemu+npu"):
+    if found is None or not found.caps.this_machine:
         return None
     first = str((inv.env or {}).get("ADSP_LIBRARY_PATH", "")).replace(";", ":").split(":")[0]
     path = Path(first) if first else (Path(inv.cwd) / "lib" if inv.cwd else None)
