@@ -116,3 +116,15 @@ def test_a_forced_arch_names_the_skel_and_v79_is_not_emulated(tmp_path):
     with pytest.raises(CpuFallback) as e:
         check_install(lib, "v75", manifest, {"GGML_HEXAGON_ARCH": "79"}, where="t")
     assert "GGML_HEXAGON_ARCH=79 asks for the v79 skel, which the virtual NPU does not model" in e.value.message
+
+
+def test_an_install_without_the_hexagon_backend_asks_for_no_skel(tmp_path):
+    """No host library (a CPU-only build, or a hand-made install without a manifest): nothing
+    asks for a session, so a missing skel is nobody's problem; with the host library on disk it is."""
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    assert check_install(lib, "v73", None, {}, where="t") is None
+    assert check_install(lib, "v73", {"files": [{"path": "lib/libggml-cpu.so"}]}, {}, where="t") is None
+    (lib / "libggml-hexagon.so").write_bytes(b"host library")
+    with pytest.raises(CpuFallback):
+        check_install(lib, "v73", None, {}, where="t")

@@ -55,6 +55,15 @@ def _versions(manifest: Mapping[str, Any] | None, lib_dir: Path) -> list[str]:
     return have
 
 
+def _has_backend(manifest: Mapping[str, Any] | None, lib_dir: Path) -> bool:
+    """The install has the Hexagon backend: its manifest says so, or (none, or one that lists no
+    libraries) the host library is there."""
+    from ..artifacts.npu import NPU, UNKNOWN, npu_support
+
+    support = npu_support(manifest)
+    return support == NPU or (support == UNKNOWN and (lib_dir / HOST_LIB).is_file())
+
+
 def check_install(lib_dir: Path, npu: str, manifest: Mapping[str, Any] | None, env: Mapping[str, str], *,
                   where: str) -> str | None:
     """CpuFallback (exit 12) in one line when the virtual NPU cannot run the install's skel for
@@ -75,6 +84,8 @@ def check_install(lib_dir: Path, npu: str, manifest: Mapping[str, Any] | None, e
     rel = f"lib/libggml-htp-{npu}.so"
     skel = lib_dir / f"libggml-htp-{npu}.so"
     if not skel.is_file():
+        if not _has_backend(manifest, lib_dir):
+            return None  # no Hexagon backend: nothing asks for a session (the one rule: artifacts/npu.py)
         have = _versions(manifest, lib_dir)
         other = [v for v in have if v in EMULATED]
         fix = f"build with --htp {npu}" + (f", or set qemu.npu = \"{other[-1]}\" (HEXBUILD_QEMU_NPU={other[-1]}), "
