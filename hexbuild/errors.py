@@ -43,7 +43,8 @@ EXIT_CODES: dict[int, str] = {
     WARNINGS_FATAL: "warnings were raised and --strict makes them fatal",
     REGRESSION: "bench compare --fail-below found a regression beyond the noise of the repeats",
     CPU_FALLBACK: "the run fell back to the CPU: an HTP session it asked for did not open, or no weights "
-                  "landed on an HTP buffer (--allow-cpu-fallback makes it a warning)",
+                  "landed on an HTP buffer (--allow-cpu-fallback makes it a warning); on qemu+npu:, before any "
+                  "session: the virtual NPU cannot run the install's skel (none for qemu.npu, or HMX code)",
     TESTS_FAILED: "`hexbuild test` found a failure: an op case failed, nothing was tested, or the perplexity "
                   "on the NPU is off the CPU's",
     DEVICE_LOST: "the device, or the connection to it, went away while serving (the forward is removed)",

@@ -53,7 +53,8 @@ FIRST = ("test_release_real", "test_build", "test_release", "test_docs_ci", "tes
 # 18 minutes (it goes first) while the other runs the rest; the real Hexagon build waits for it
 # (they share a ccache, so it compiles only what GGML_HEXAGON changes) and goes last, taken by
 # the worker that is done first, which already holds the toolchain double in its engine.
-LAST = ("test_real_hexagon", "test_real_hexagon_board", "test_vnpu_dsp", "test_vnpu_host_real", "test_virtual_npu")
+LAST = ("test_real_hexagon", "test_real_hexagon_board", "test_vnpu_dsp", "test_vnpu_host_real", "test_virtual_npu",
+        "test_vnpu_faults", "test_doctor_vnpu")
 REAL_BUILDS = {
     "the open build": {"test_release_real", "test_bisect_real", "test_serve_real", "test_real_linux",
                        "test_build_open", "test_npu_rule", "test_lab", "test_checks"},

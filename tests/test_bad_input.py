@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import threading
 import time
@@ -564,6 +565,60 @@ def _(c):
 def _(c):
     c.env["DOCKER_HOST"] = f"unix://{c.tmp}/no-engine.sock"
     return ["test", "kernels", "--source", str(c.request.getfixturevalue("tree_0_3_28")), "--ops", "MUL_MAT"]
+
+
+# -- the virtual NPU (qemu+npu:) --------------------------------------------------------------------
+def _npu_install(c, skel, *, name: str = "libggml-htp-v73.so") -> str:
+    """qemu+npu:DIR with an install hexbuild could have deployed: llama-completion, the host
+    library, ``skel`` as lib/NAME, and a manifest in the 0.3.28 tree's vocabulary (it reads
+    GGML_HEXAGON_USE_HMX). DIR is watched: nothing may be written there."""
+    dest = c.tmp / "npu-inst" / "llama.cpp"
+    ef.aarch64_exe(dest / "bin" / "llama-completion", os="linux")
+    ef.aarch64_so(dest / "lib" / "libggml-hexagon.so", os="linux", soname="libggml-hexagon.so")
+    shutil.copyfile(skel, dest / "lib" / name)
+    facts = read_source(c.request.getfixturevalue("tree_0_3_28")).to_json()
+    files = [{"path": p} for p in ("bin/llama-completion", "lib/libggml-hexagon.so", f"lib/{name}")]
+    (dest / ".hexbuild").mkdir()
+    (dest / ".hexbuild" / "manifest.json").write_text(json.dumps({"os": "linux", "llama_cpp": facts, "files": files}))
+    c.watched.append(dest.parent)
+    return f"qemu+npu:{dest}"
+
+
+def _npu_run(c, target: str) -> list[str]:
+    return ["run", "completion", "--target", target, "--results-dir", str(c.work / "results"), "--", "-n", "4"]
+
+
+@case("qemu-npu-v79", U, "qemu.npu must be one of v68, v69, v73, v75, got 'v79'")
+def _(c):
+    c.env["HEXBUILD_QEMU_NPU"] = "v79"
+    return _npu_run(c, _npu_install(c, ef.hexagon_so(c.tmp / "s.so", "v73"), name="libggml-htp-v79.so"))
+
+
+@case("qemu-npu-no-skel-for-its-version", errors.CPU_FALLBACK, "has no skel for the virtual NPU's v73")
+def _(c):
+    return _npu_run(c, _npu_install(c, ef.hexagon_so(c.tmp / "s.so", "v73"), name="libggml-htp-v79.so"))
+
+
+@case("qemu-npu-hmx-skel", errors.CPU_FALLBACK, "holds HMX code (hmx_mat_mul_qk_0_d16a32): its HMX matmul cannot be "
+      "emulated")
+def _(c):
+    skel = ef.hexagon_so(c.tmp / "s.so", "v73", exports=(ef.SKEL_SYMBOL, "op_matmul", "hmx_mat_mul_qk_0_d16a32"))
+    return _npu_run(c, _npu_install(c, skel))
+
+
+@case("qemu-npu-without-qemu-aarch64", E, "qemu-aarch64 is not installed")
+def _(c):
+    target = _npu_install(c, ef.hexagon_so(c.tmp / "s.so", "v73"))
+    (c.tmp / "path").mkdir()
+    c.env["PATH"] = str(c.tmp / "path")  # no qemu-aarch64 on it
+    return _npu_run(c, target)
+
+
+@case("qemu-npu-no-docker-engine", E, "the virtual NPU's parts (qemu-hexagon, its DSP runtime, libcdsprpc.so) are "
+      "found and made with the Docker engine: no Docker engine answers at")
+def _(c):
+    c.env["DOCKER_HOST"] = f"unix://{c.tmp}/no-engine.sock"
+    return _npu_run(c, _npu_install(c, ef.hexagon_so(c.tmp / "s.so", "v73")))
 
 
 def test_there_are_at_least_25_kinds():

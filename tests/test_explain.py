@@ -154,3 +154,48 @@ def test_run_explains_a_session_that_failed(cli, tmp_path):
     warning = [ln for ln in r.err.splitlines()  # CI's lines start with the time
                if re.match(r"(\[[\d:]+\] )?warning:", ln) and "0x80000406" in ln]
     assert len(warning) == 1 and "fix:" in warning[0]
+
+
+# What the virtual NPU (qemu+npu:) prints when its DSP process goes wrong: the runtime's fault line,
+# the emulator's own stop, the host library's line about the process, then the backend's.
+VNPU_FAULT = """\
+hexbuild-vnpu: HTP0: session opened on the virtual NPU (libggml-htp-v73.so on an emulated v73 cDSP, pid 4242)
+hexbuild-vnpu: the DSP faulted: SIGSEGV (address 0x00000000) at pc 0x40d40448, libggml-htp-v73.so+0x10448 (thread 4245)
+hexbuild-vnpu: the DSP process of session 0 (pid 4242) died: Segmentation fault (signal 11)
+ggml-hex: dspqueue_read failed: 0x0000002e
+"""
+VNPU_EMULATOR = """\
+hexbuild-vnpu: HTP0: session opened on the virtual NPU (libggml-htp-v73.so on an emulated v73 cDSP, pid 4242)
+
+qemu: unhandled CPU exception 0x15 - aborting
+General Purpose Registers = {
+  pc = 0x40d40448
+hexbuild-vnpu: the DSP process of session 0 (pid 4242) ended unexpectedly (exit status 1)
+ggml-hex: dspqueue_read failed: 0x0000002e
+"""
+
+
+@pytest.mark.parametrize("log, line_no, kind, words, checks", [
+    (VNPU_FAULT, 2, "vnpu-dsp-fault", "the skel faulted on the virtual NPU's emulated DSP", []),
+    (VNPU_EMULATOR, 3, "vnpu-emulator-stopped", "an instruction it does not model", ["vnpu:hmx"]),
+])
+def test_the_virtual_npus_faults_are_explained_before_what_follows_them(log, line_no, kind, words, checks):
+    """The first line of a DSP fault on qemu+npu: is the cause, as a phone's crash report would be:
+    not the process's end, nor the backend's 0x2e that follows it."""
+    e = explain_log(log.splitlines())
+    assert (e.line_number, e.kind, e.code, e.checks) == (line_no, kind, None, checks)
+    assert words in e.cause and "AEE_EINTERRUPTED" in e.cause
+    assert explain_line("hexbuild-vnpu: HTP0: 65536 bytes on HTP buffers (mapped to the DSP)") is None
+
+
+def test_on_qemu_npu_a_session_failure_keeps_its_fastrpc_fix():
+    """qemu: has no NPU, so a FastRPC diagnosis there says so; qemu+npu: has one (virtual): its
+    diagnosis keeps the FastRPC fix and the checks its doctor runs under the same names."""
+    from hexbuild.runner.proof import fit_diagnosis
+
+    found = explain_line("ggml-hex: failed to open session 0 : error 0x80000406").to_json()
+    plain = fit_diagnosis("qemu:/tmp/x", found)
+    assert plain["checks"] == ["npu"] and "has no NPU" in plain["fix"]
+    npu = fit_diagnosis("qemu+npu:/tmp/x", found)
+    assert npu["checks"] == found["checks"] and "package:htp-lib" in npu["checks"]
+    assert "--target qemu+npu:/tmp/x" in npu["fix"] and "has no NPU" not in npu["fix"]

@@ -13,6 +13,7 @@ import pytest
 from hexbuild.fidelity import VIRTUAL_DSP
 from hexbuild.targets import parse_target
 from hexbuild.ui import ui
+from tests import elf_factory as ef
 
 SYSROOT = "/usr/aarch64-linux-gnu"
 MODEL = f"v73 ({VIRTUAL_DSP})"
@@ -102,6 +103,7 @@ def test_run_and_deploy_documents_say_emulated_npu(cli, tmp_path, npu_env, linux
 
 def test_test_ops_documents_say_emulated_npu(cli, tmp_path, npu_env, linux_pkg):
     (linux_pkg / "lib" / "libggml-hexagon.so").write_bytes(b"the Hexagon backend stand-in\n")  # an NPU package
+    ef.hexagon_so(linux_pkg / "lib" / "libggml-htp-v73.so", "v73")  # with the skel the virtual NPU needs
     spec = f"qemu+npu:{tmp_path}/inst"
     assert cli("deploy", str(linux_pkg), "--target", spec).rc == 0
     out = tmp_path / "ops"

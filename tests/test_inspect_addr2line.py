@@ -134,3 +134,30 @@ def test_run_offers_addr2line_after_a_dsp_crash(tmp_path, capsys):
     clean = execute(target, Invocation("tool", "sh", ["sh", "-c", "echo fine"], {}, str(tmp_path)),
                     results_dir=tmp_path / "results", passthrough=False)
     assert clean.dsp_crash is None and "dsp_crash" not in json.loads(Path(clean.json_path).read_text())
+
+
+def test_run_names_the_function_when_the_skel_is_on_this_machine(tmp_path, capsys):
+    """On a target whose programs run here (qemu+npu:, local:) the skel the run loaded is the
+    install's own lib/ file: the crash's offset is named with its function at once, and the
+    offer names that install instead of PKG."""
+    import json
+
+    from hexbuild.artifacts.inspect.elfmeta import read_meta
+    from hexbuild.runner.commands import Invocation
+    from hexbuild.runner.execution import execute
+    from hexbuild.targets.local import LocalTarget
+    from tests import elf_factory as ef
+
+    skel = ef.hexagon_so(tmp_path / "lib" / "libggml-htp-v73.so", "v73", exports=(ef.SKEL_SYMBOL, "op_matmul"))
+    sym = next(s for s in read_meta(skel).symbols if s.name == "op_matmul")
+    target = LocalTarget(f"local:{tmp_path}", str(tmp_path))
+    crash = (f"printf 'hexbuild-vnpu: the DSP faulted: SIGSEGV (address 0x00000000) at pc 0x40000000, "
+             f"libggml-htp-v73.so+{sym.addr + 4:#x} (thread 7)\\n' >&2; exit 134")
+    record = execute(target, Invocation("tool", "sh", ["sh", "-c", crash], {"ADSP_LIBRARY_PATH": str(tmp_path / "lib")},
+                                        str(tmp_path)), results_dir=tmp_path / "results", passthrough=False)
+    assert record.dsp_crash == [{"lib": "libggml-htp-v73.so", "offset": sym.addr + 4, "what": "offset",
+                                 "function": "op_matmul"}]
+    err = capsys.readouterr().err
+    assert f"the DSP crashed at libggml-htp-v73.so+{sym.addr + 4:#x} (op_matmul+0x4)" in err
+    assert f"hexbuild inspect {tmp_path} --addr2line {sym.addr + 4:#x} --lib libggml-htp-v73.so" in err
+    assert json.loads(Path(record.json_path).read_text())["dsp_crash"][0]["function"] == "op_matmul"

@@ -21,9 +21,10 @@ AEE_EUNABLETOLOAD = 0x80000406
 HTP_URI = "file:///libggml-htp-v73.so?htp_iface_skel_handle_invoke&_modver=1.0&_dom=cdsp&_session=0"
 
 
-def peer(vnpu_env, tree, *args, library_path: Path, timeout: float = 600, trace: bool = False, cpu: str = "v73"):
+def peer(vnpu_env, tree, *args, library_path: Path, timeout: float = 600, trace: bool = False, cpu: str = "v73",
+         env: dict[str, str] | None = None):
     exe = vnpu_env.peer(tree / "ggml" / "src" / "ggml-hexagon" / "htp")
-    env = {"ADSP_LIBRARY_PATH": f"/nonexistent;{library_path}", "PATH": "/usr/bin:/bin"}
+    env = {"ADSP_LIBRARY_PATH": f"/nonexistent;{library_path}", "PATH": "/usr/bin:/bin", **(env or {})}
     if trace:
         env["HEXBUILD_VNPU_LOG"] = "1"
     return subprocess.run([str(exe), args[0], str(vnpu_env.qemu), cpu, str(vnpu_env.runtime), *args[1:]],
@@ -67,6 +68,25 @@ def test_an_import_the_runtime_lacks_fails_open_naming_it(vnpu_env, tree_0_3_28)
         assert (f"hexbuild-vnpu: the skel imports {name}, which the virtual NPU's runtime does not provide"
                 in done.stderr)
     assert done.stdout.rstrip().endswith("exit 0")  # the process lives on for the next OPEN
+
+
+def test_a_fault_in_the_skel_is_said_in_one_line_naming_the_module_and_offset(vnpu_env, tree_0_3_28):
+    """A load from address 0 in the skel: the runtime says it in one line before the process dies
+    of the signal (as a phone's DSP writes a crash report): the signal, the address, the pc and the
+    module+offset, which hexbuild's addr2line resolves to the skel's own function."""
+    from hexbuild.artifacts.inspect.addr2line import resolve
+
+    skel = vnpu_env.skel(VNPU / "fault_skel.c", "libfault_skel.so")
+    done = peer(vnpu_env, tree_0_3_28, "invoke", "file:///libfault_skel.so?htp_iface_skel_handle_invoke&_modver=1.0",
+                "start-arguments-of-32-bytes-or-so", library_path=skel.parent, env={"FAULT_SKEL": "start"})
+    assert "OPEN status 0x0" in done.stdout and "FAIL the DSP process closed its socket" in done.stdout, done.stdout
+    lines = [ln for ln in done.stderr.splitlines() if ln.startswith("hexbuild-vnpu:")]
+    assert len(lines) == 1, done.stderr
+    m = re.fullmatch(r"hexbuild-vnpu: the DSP faulted: SIGSEGV \(address 0x00000000\) at pc 0x([0-9a-f]{8}), "
+                     r"libfault_skel\.so\+0x([0-9a-f]+) \(thread \d+\)", lines[0])
+    assert m, lines
+    (site,) = resolve(skel, [int(m.group(2), 16)])
+    assert site.function == "fault_skel_start", site
 
 
 def test_a_skel_not_on_the_library_path_fails_open(vnpu_env, tree_0_3_28, tmp_path):

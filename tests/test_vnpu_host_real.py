@@ -35,10 +35,12 @@ def run(lib, code, env, **kw):
 
 
 def failure_lines(text: str) -> list[str]:
-    """The virtual NPU's failure lines: its lines but the trace (HEXBUILD_VNPU_LOG=1, both sides)
-    and the notes about what it does not model (power, DCVS, PMU)."""
+    """The virtual NPU's failure lines: its lines but the trace (HEXBUILD_VNPU_LOG=1, both sides),
+    the notes about what it does not model (power, DCVS, PMU) and the library's account of each
+    session (``HTPn: session opened ...``, ``HTPn: N bytes on HTP buffers``)."""
     return [ln for ln in text.splitlines() if ln.startswith("hexbuild-vnpu:")
-            and not ln.startswith("hexbuild-vnpu: trace: ") and "not modelled" not in ln]
+            and not ln.startswith("hexbuild-vnpu: trace: ") and "not modelled" not in ln
+            and not re.match(r"hexbuild-vnpu: HTP\d+: ", ln)]
 
 
 # htp_iface.idl through the toolchain double's qaic: method 2 start(uint32 sess_id, uint64 queue_id,

@@ -6,7 +6,9 @@
 - an **emulated target** (``caps.emulator``: ``qemu:``) has an AArch64 CPU and no NPU at all: the
   FastRPC checks would only probe this machine, so they are not run; instead ``emulator`` checks
   qemu-aarch64 and the sysroot, and ``npu`` says whether the package can run there (a package
-  with the Hexagon backend asks for sessions that cannot open: a CPU fallback, exit 12).
+  with the Hexagon backend asks for sessions that cannot open: a CPU fallback, exit 12);
+- an emulated target **with a virtual NPU** (``caps.virtual_npu``: ``qemu+npu:``) has the
+  ``emulator`` check too, and its FastRPC checks probe the virtual NPU instead (diagnose/vnpu.py).
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from ..errors import EnvironmentMissing
 
 # the checks only an NPU package needs to pass
 NPU_ONLY = frozenset({"package:htp-lib", "package:sessions", "fastrpc:library", "fastrpc:device-node",
-                      "adsp-library-path", "fastrpc:unsigned-pd-shell"})
+                      "adsp-library-path", "fastrpc:unsigned-pd-shell", "fastrpc:session", "vnpu:emulator",
+                      "vnpu:hmx"})
 
 
 def npu_check(target, manifest, dest: str, *, emulated: bool) -> Check:
@@ -33,6 +36,10 @@ def npu_check(target, manifest, dest: str, *, emulated: bool) -> Check:
         return Check("npu", "info", f"the package runs on the CPU only (no {HOST_LIB}): the FastRPC checks are "
                      "not required (an NPU package would need them)")
     if support == NPU:
+        if getattr(target.caps, "virtual_npu", False):
+            return Check("npu", "ok", f"the package has the Hexagon backend ({HOST_LIB}): its HTP sessions open on "
+                         f"{target.kind}:'s virtual NPU, an emulated {getattr(target, 'npu', '')} cDSP (the checks "
+                         "below)")
         if emulated:
             return Check("npu", "missing",
                          f"{target.kind}: emulates an AArch64 CPU and has no NPU, but the package has the Hexagon "
@@ -49,7 +56,7 @@ def npu_check(target, manifest, dest: str, *, emulated: bool) -> Check:
 def emulator_check(target) -> Check:
     """qemu-aarch64 and the sysroot the programs run against (a bad --sysroot is bad input)."""
     try:
-        target.preflight()
+        target.qemu, target.sysroot  # noqa: B018 (not preflight: qemu+npu's parts are checks of their own)
     except EnvironmentMissing as e:
         return Check("emulator", "missing", e.message, fix=e.hint)
     version = target.glibc_version()

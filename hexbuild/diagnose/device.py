@@ -6,6 +6,8 @@ named so that ``hexbuild explain`` can point at the ones behind an error code:
     soc, package:htp-lib, package:sessions, fastrpc:library, fastrpc:device-node,
     adsp-library-path, fastrpc:unsigned-pd-shell, selinux, android, memory, glibc, shell, tools
 
+and on qemu+npu: (its virtual NPU, vnpu.py): fastrpc:session, vnpu:emulator, vnpu:hmx.
+
 The facts come from one read-only script on the device (probe.py) through the Target interface,
 so every target kind (adb, adb+ssh, ssh, local, qemu) is checked the same way. Nothing changes
 on the device. A missing piece is a check with status "missing" and its fix.
@@ -94,7 +96,11 @@ def check_device(target: Target, *, dest: str | None = None, package: str | Path
     manifest = local if local is not None else deployed
     ctx = _Context(target, info, facts, dest, lib_dir, skel, arch, manifest, deployed, local is not None, side)
     emulated = target.caps.emulator  # capability.py: no NPU there, and the runtime is the sysroot's
-    if emulated:
+    if target.caps.virtual_npu:  # qemu+npu: the FastRPC checks ask its virtual NPU (vnpu.py)
+        from .vnpu import vnpu_checks
+
+        checks = [emulator_check(target), npu_check(target, manifest, dest, emulated=True), *vnpu_checks(ctx, package)]
+    elif emulated:
         checks = [emulator_check(target), npu_check(target, manifest, dest, emulated=True)]
     else:
         checks = [ctx.soc(), npu_check(target, manifest, dest, emulated=False), ctx.htp_lib(), ctx.sessions(),

@@ -17,7 +17,7 @@ from pathlib import Path
 
 VNPU_SOURCES = ("runtime/start.c", "runtime/libc.c", "runtime/stdio.c", "runtime/heap.c", "runtime/libm.c",
                 "runtime/rt.c", "runtime/hap.c", "vnpu/main.c", "vnpu/session.c", "vnpu/loader.c", "vnpu/exports.c",
-                "vnpu/mem.c", "vnpu/hap.c", "vnpu/qurt.c", "vnpu/queue.c")
+                "vnpu/mem.c", "vnpu/hap.c", "vnpu/qurt.c", "vnpu/queue.c", "vnpu/fault.c")
 CFLAGS = ("--target=hexagon-unknown-none-elf", "-mv68", "-O2", "-G0", "-fno-pic", "-ffreestanding", "-fno-builtin",
           "-nostdlib", "-nostdlibinc", "-static", "-fuse-ld=lld", "-Wl,-e,_start", "-Wall", "-Wextra",
           "-Wno-unused-parameter")

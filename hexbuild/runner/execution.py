@@ -47,14 +47,18 @@ def diagnose_log(text: str, spec: str, *, said: bool = False) -> dict | None:
 
 
 def _offer_addr2line(record: "RunRecord", text: str) -> None:
-    """A DSP crash in the log: keep its offsets and say how to map them to source lines."""
-    from ..artifacts.inspect.addr2line import addr2line_offer, crash_offsets
+    """A DSP crash in the log: keep its offsets and say how to map them to source lines; where
+    the skel is on this machine (qemu+npu:, local:), name its function too."""
+    from ..artifacts.inspect.addr2line import addr2line_offer, crash_offsets, name_sites
+    from .proof import local_lib_dir
 
     sites = crash_offsets(text)
     if sites:
-        record.dsp_crash = [s.to_json() for s in sites]
-        ui.warn(f"the DSP crashed at {', '.join(f'{s.lib}+{s.offset:#x}' for s in sites[:3])}; "
-                f"map it to source lines with: {addr2line_offer(sites)}")
+        lib_dir = local_lib_dir(record.target, record.invocation)
+        named = name_sites(sites, lib_dir)
+        record.dsp_crash = [{k: v for k, v in n.items() if k != "where" and v is not None} for n in named]
+        ui.warn(f"the DSP crashed at {', '.join(n['where'] for n in named[:3])}; map it to source lines "
+                f"with: {addr2line_offer(sites, str(lib_dir.parent) if lib_dir else 'PKG')}")
 
 
 @dataclass

@@ -64,16 +64,33 @@ def backend_absent(record) -> bool:
 
 
 def _emulated(spec: str) -> tuple[str, bool]:
-    """(the kind, whether it emulates a CPU and has no NPU: qemu:) of a target spec."""
+    """(the kind, whether it emulates a CPU and has no NPU: qemu:, not qemu+npu:) of a target spec."""
     from ..targets.registry import find
 
     found = find(spec)
-    return (found.scheme if found else spec.split(":", 1)[0]), bool(found and found.caps.emulator)
+    return (found.scheme if found else spec.split(":", 1)[0]), bool(found and found.caps.emulator
+                                                                   and not found.caps.virtual_npu)
 
 
 # The FastRPC checks `hexbuild doctor --target` runs on a device (diagnose/capability.py NPU_ONLY):
-# on an emulated target it runs none of them; its `npu` check says what applies there.
+# on an emulated target without an NPU (qemu:) it runs none of them, its `npu` check says what
+# applies there; qemu+npu: runs them against its virtual NPU (diagnose/vnpu.py).
 _FASTRPC_CHECKS = ("fastrpc:", "adsp-library-path", "package:htp-lib", "package:sessions")
+
+
+def local_lib_dir(spec: str, inv: Invocation):
+    """The install's lib/ on this machine when the target's programs run here (local:, qemu:,
+    qemu+npu:): where ADSP_LIBRARY_PATH points; None on a device."""
+    from pathlib import Path
+
+    from ..targets.registry import find
+
+    found = find(spec)
+    if found is None or not found.caps.this_machine:
+        return None
+    first = str((inv.env or {}).get("ADSP_LIBRARY_PATH", "")).replace(";", ":").split(":")[0]
+    path = Path(first) if first else (Path(inv.cwd) / "lib" if inv.cwd else None)
+    return path if path is not None and path.is_dir() else None
 
 
 def fit_diagnosis(spec: str, diagnosis: dict | None) -> dict | None:

@@ -131,6 +131,8 @@ def prepare_on(target, req: RunRequest, *, offline_ok: bool = False,
             knobs.setdefault(name, value)  # the user's --hex-* wins
     if rev.style == "run.py" and "GGML_HEXAGON_OPPOLL" in (rev.env_vars or []):
         knobs.setdefault("GGML_HEXAGON_OPPOLL", "1")  # run.py's default
+    if sess.count and reachable and not offline_ok and getattr(getattr(target, "caps", None), "virtual_npu", False):
+        target.check_npu_install(dest, manifest, knobs)  # qemu+npu: what its DSP cannot run, before any session
 
     prompt_upload, prompt_path = None, None
     if req.prompt_file:

@@ -7,6 +7,7 @@ import errno
 import os
 import platform
 import selectors
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -18,6 +19,7 @@ from .base import ByteProgress, DeviceInfo, OutputSink, RemoteFile, TargetCaps, 
 from .posix import ShellTarget
 
 CHUNK = 1024 * 1024
+LEFTOVER_GRACE = 2.0  # seconds what a program started may hold its output open after it ended
 # e_machine of the ELF header → a name people use; uname -m → the e_machine it runs natively
 ELF_MACHINES = {3: "x86", 8: "MIPS", 20: "PowerPC", 21: "PowerPC64", 22: "s390x", 40: "ARM", 62: "x86-64",
                 164: "Hexagon", 183: "AArch64", 243: "RISC-V"}
@@ -35,6 +37,29 @@ def elf_machine(path: str) -> int | None:
     if len(head) < 20 or head[:4] != b"\x7fELF":
         return None
     return int.from_bytes(head[18:20], "big" if head[5] == 2 else "little")
+
+
+def _signal_group(p: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(p.pid, sig)
+    except (ProcessLookupError, PermissionError):  # the group is gone
+        pass
+
+
+def stop_group(p: subprocess.Popen, grace: float = 2.0) -> None:
+    """Stop a program started in a session of its own and everything it started: SIGINT to its
+    process group (what a terminal's Ctrl-C sends), then SIGKILL to whatever is left of the group
+    after ``grace`` seconds (at once if the program has ended), and reap it. By the PID of the
+    program started here: its group outlives it only while a member lives."""
+    try:
+        _signal_group(p, signal.SIGINT)
+        try:
+            p.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            pass
+    finally:
+        _signal_group(p, signal.SIGKILL)
+        p.wait()
 
 
 def this_machine() -> tuple[str, int | None]:
@@ -111,8 +136,10 @@ class LocalTarget(ShellTarget):
         full_env.update(env or {})
         t = timeout or self.default_timeout
         try:
+            # a session of its own: what the program starts (a qemu+npu run's DSP processes, a
+            # script's children) is one process group, stopped as one (stop_group)
             p = subprocess.Popen(list(argv), cwd=cwd, env=full_env, stdin=subprocess.DEVNULL,
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
         except FileNotFoundError:
             return 127
         except OSError as e:
@@ -127,14 +154,21 @@ class LocalTarget(ShellTarget):
         sel = selectors.DefaultSelector()
         sel.register(p.stdout, selectors.EVENT_READ, "stdout")
         sel.register(p.stderr, selectors.EVENT_READ, "stderr")
+        ended: float | None = None
         try:
             while sel.get_map():
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    p.kill()
-                    p.wait()
+                    stop_group(p)
                     raise RemoteFailed(f"{self.spec}: {argv[0]} did not finish within {t:g}s")
-                for key, _ in sel.select(timeout=min(left, 1.0)):
+                if ended is None and p.poll() is not None:
+                    ended = time.monotonic()
+                elif ended is not None and time.monotonic() - ended > LEFTOVER_GRACE:
+                    # the program has ended and what it started still holds its output open (a DSP
+                    # process of a program that died without closing its sessions): end them
+                    _signal_group(p, signal.SIGKILL)
+                    ended = float("inf")
+                for key, _ in sel.select(timeout=min(left, 0.25 if ended is not None else 1.0)):
                     data = os.read(key.fileobj.fileno(), 65536)
                     if not data:
                         sel.unregister(key.fileobj)
@@ -142,9 +176,11 @@ class LocalTarget(ShellTarget):
                         on_output(key.data, data)
             return shell_status(p.wait(timeout=max(0.1, deadline - time.monotonic())))
         except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
+            stop_group(p)
             raise RemoteFailed(f"{self.spec}: {argv[0]} did not finish within {t:g}s") from None
+        except BaseException:  # Ctrl-C (SIGTERM arrives as it too), or an output sink that failed
+            stop_group(p)
+            raise
         finally:
             sel.close()
             p.stdout.close()

@@ -35,24 +35,46 @@ class QemuNpuTarget(QemuTarget):
 
     @property
     def parts(self):
-        """qemu-hexagon, the DSP runtime and the stand-in libcdsprpc.so, made once into the cache."""
+        """qemu-hexagon, the DSP runtime and the stand-in libcdsprpc.so, made once into the cache
+        (from the kernel check's and the open toolchain's images, which a run does not build)."""
         if self._parts is None:
             from ..vnpu.parts import ensure_parts
 
-            self._parts = ensure_parts()
+            self._parts = ensure_parts(make_images=False)
         return self._parts
 
     def preflight(self) -> None:
         super().preflight()
         self.parts  # noqa: B018 (resolving them is the check)
 
+    def check_runnable(self, argv: Sequence[str], cwd: str | None = None) -> None:
+        """Before anything is written: qemu-aarch64, then the virtual NPU's parts (found, or made
+        from images the engine has), which every run of this target needs."""
+        super().check_runnable(argv, cwd)
+        self.qemu  # noqa: B018
+        self.parts  # noqa: B018
+
     def probe(self, dest: str) -> DeviceInfo:
         info = super().probe(dest)
+        info.htp_arch = self.npu  # the DSP the stand-in answers ARCH_VER for
         info.extra.update(npu=self.fidelity()["npu_model"], emulated_npu=True)
         return info
 
     def fidelity(self) -> dict:
         return fields(self.npu)
+
+    def check_npu_install(self, dest: str, manifest, env) -> None:
+        """Before any session: CpuFallback (12) in one line when the emulated DSP cannot run the
+        install's skel for qemu.npu (none there, or HMX code); a note when it runs with HMX off."""
+        from pathlib import Path
+
+        from ..ui import ui
+        from ..vnpu.skel import check_install
+
+        seen = {**os.environ, **(env or {})}  # the program's environment: the shell's, then the run's knobs
+        note = check_install(Path(dest) / "lib", self.npu, manifest, seen, where=self.spec)
+        if note:
+            ui.note(note)
 
     def vnpu_env(self) -> dict[str, str]:
         """What the stand-in libcdsprpc.so and the DSP runtime read from the environment."""
@@ -62,6 +84,10 @@ class QemuNpuTarget(QemuTarget):
 
     def run(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str | None = None,
             timeout: float | None = None, on_output: OutputSink | None = None) -> int:
+        if self.emulated(argv, cwd) == list(argv) and self._parts is None:
+            # not an AArch64 program of the install (deploy's and doctor's sh scripts): no NPU to
+            # give it, and no need for the parts before a program that uses them runs
+            return super().run(argv, env=env, cwd=cwd, timeout=timeout, on_output=on_output)
         merged = dict(env or {})
         merged.update(self.vnpu_env())
         # the stand-in comes first, so the host library's dlopen("libcdsprpc.so") finds it

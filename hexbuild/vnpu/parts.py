@@ -60,31 +60,64 @@ def sources_digest() -> str:
     return h.hexdigest()
 
 
-def ensure_parts(*, client=None) -> VnpuParts:
-    """The parts for the current sources and images, made if missing (the images too)."""
-    from ..kernels.image import ensure_kernel_image
-    from ..toolchain import open_image
+# What makes each image, for the line that says one is missing (the parts are made from them).
+IMAGE_FIX = {"kernel": "hexbuild toolchain kernels (minutes, once: qemu-hexagon with hexbuild's HVX patches and "
+                       "LLVM 21)",
+             "open": "hexbuild toolchain open (minutes, once)"}
+
+
+def _image_id(client, which: str, make: bool) -> str:
+    """The id of the kernel check's image or the open toolchain's, imported from hexbuild's cached
+    root filesystem when the engine lacks it; built only when ``make`` (a run does not build an
+    image behind the user's back: its line names the command that does)."""
+    from ..kernels import image as kimage
+    from ..toolchain import open_image, recipe_image
+
+    mod = kimage if which == "kernel" else open_image
+    attrs = mod.find(client)
+    if attrs is not None:
+        return attrs["Id"]
+    if make or recipe_image.rootfs_tarball(mod.recipe(), mod.cache_dir()).is_file():
+        made = kimage.ensure_kernel_image(client) if which == "kernel" else open_image.ensure_open_image(client)
+        return made.id
+    what = "the kernel check's image" if which == "kernel" else "the open toolchain image"
+    raise EnvironmentMissing(f"the virtual NPU's parts (qemu-hexagon, its DSP runtime, libcdsprpc.so) are not made, "
+                             f"and {what} ({mod.image_ref()}) they are made from is not on the Docker engine",
+                             hint=IMAGE_FIX[which])
+
+
+def ensure_parts(*, client=None, make_images: bool = True) -> VnpuParts:
+    """The parts for the current sources and images, made if missing (the images too, unless
+    ``make_images`` is off: then a missing image is EnvironmentMissing naming the command)."""
     from ..toolchain.engine import DockerEngine
 
     engine = None
     if client is None:
-        engine = DockerEngine.connect()
+        try:
+            engine = DockerEngine.connect()
+        except EnvironmentMissing as e:
+            raise EnvironmentMissing(f"the virtual NPU's parts (qemu-hexagon, its DSP runtime, libcdsprpc.so) are "
+                                     f"found and made with the Docker engine: {e.message}",
+                                     hint="start the Docker engine (e.g. systemctl start docker) or point DOCKER_HOST "
+                                          "at one: the parts are made once, into hexbuild's cache") from None
         client = engine.client
     try:
-        kimage = ensure_kernel_image(client)
-        oimage = open_image.ensure_open_image(client)
-        key = hashlib.sha256(f"{kimage.id}\0{oimage.id}\0{sources_digest()}".encode()).hexdigest()[:16]
+        kid, oid = _image_id(client, "kernel", make_images), _image_id(client, "open", make_images)
+        key = hashlib.sha256(f"{kid}\0{oid}\0{sources_digest()}".encode()).hexdigest()[:16]
         parts = VnpuParts(cache_root() / "vnpu" / key)
         if parts.complete():
             return parts
+        from ..kernels.image import image_ref as kernel_ref
+        from ..toolchain.open_image import image_ref as open_ref
+
         ui.info(f"making the virtual NPU's parts (qemu-hexagon, the DSP runtime, libcdsprpc.so) into {parts.root}")
         part = parts.root.with_name(parts.root.name + f".part-{secrets.token_hex(3)}")
         part.mkdir(parents=True)
         try:
-            _run(client, kimage.image, part, [
+            _run(client, kernel_ref(), part, [
                 "sh", "-c", "set -e; cp /opt/hexbuild/bin/qemu-hexagon /out/qemu-hexagon; "
                 + " ".join(_q(a) for a in _runtime_argv())])
-            _run(client, oimage.image, part, [
+            _run(client, open_ref(), part, [
                 # Debian's cross layout (/usr/aarch64-linux-gnu) is found by clang's driver itself
                 "env", "CC_X86_64=clang", "CC_AARCH64=clang --target=aarch64-linux-gnu -fuse-ld=lld",
                 "sh", "/dsp/host/build.sh", "/out"])

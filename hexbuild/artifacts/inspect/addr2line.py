@@ -182,3 +182,26 @@ def addr2line_offer(sites: list[CrashSite], package: str = "PKG") -> str:
         by_lib.setdefault(s.lib, []).append(f"{s.offset:#x}")
     return "; ".join(f"hexbuild inspect {shlex.quote(package)} --addr2line {' '.join(v)} --lib {lib}"
                      for lib, v in by_lib.items())
+
+
+def name_sites(sites: list[CrashSite], lib_dir: Path | None) -> list[dict[str, Any]]:
+    """Each site with its function (and source line, with debug info) when its library is in
+    ``lib_dir`` on this machine (an install the programs ran from: qemu+npu:, local:), else as it
+    is: {"lib", "offset", "what", "function", "file", "line", "where"} ("where": one phrase)."""
+    out = []
+    resolved: dict[str, dict[int, Resolved]] = {}
+    for s in sites:
+        path = lib_dir / s.lib if lib_dir else None
+        if path is not None and path.is_file() and s.lib not in resolved:
+            try:
+                offsets = [x.offset for x in sites if x.lib == s.lib]
+                resolved[s.lib] = {r.addr: r for r in resolve(path, offsets)}
+            except Exception:  # a damaged library: the offsets still say where
+                resolved[s.lib] = {}
+        r = resolved.get(s.lib, {}).get(s.offset)
+        where = f"{s.lib}+{s.offset:#x}"
+        if r is not None and r.function:
+            where += f" ({r.where}" + (f", {os.path.basename(r.file)}:{r.line}" if r.file and r.line else "") + ")"
+        out.append({**s.to_json(), "function": r.function if r else None, "file": r.file if r else None,
+                    "line": r.line if r else None, "where": where})
+    return out

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -57,6 +58,14 @@ int vnpu_spawn(int *sock_out, pid_t *pid_out) {
         /* Only async-signal-safe calls from here on. The child's end becomes fd 3 (dup2 clears
          * CLOEXEC; if it is fd 3 already, clear it by hand). */
         int e;
+        /* No core file: qemu-hexagon, dying of a skel's fault, would leave one in the program's
+         * working directory (the install) with `ulimit -c unlimited` (the adb scripts' own): the
+         * emulator's, as large as its memory. The runtime's fault line says where the skel faulted. */
+        struct rlimit core;
+        if (getrlimit(RLIMIT_CORE, &core) == 0) {
+            core.rlim_cur = 0;
+            setrlimit(RLIMIT_CORE, &core);
+        }
         if (sv[1] == 3) e = fcntl(3, F_SETFD, 0);
         else e = dup2(sv[1], 3);
         if (e >= 0) execv(qemu, argv);

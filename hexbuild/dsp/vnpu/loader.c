@@ -47,7 +47,26 @@ struct vnpu_lib {
     const Sym *syms;
     uint32_t n_syms;
     const char *strs;
+    char name[64];         /* the file's name, as a crash report names a module */
 };
+
+/* Every library loaded, for the fault handler (fault.c) to name where a faulting pc is: written
+ * by the main thread before any of that library's code runs, read by a faulting one. */
+#define MAX_LIBS 8
+static const struct vnpu_lib *loaded[MAX_LIBS];
+static int n_loaded;
+
+const char *vnpu_lib_at(uintptr_t addr, uint32_t *offset) {
+    int n = __atomic_load_n(&n_loaded, __ATOMIC_ACQUIRE);
+    for (int i = 0; i < n; i++) {
+        const struct vnpu_lib *l = loaded[i];
+        if (addr >= (uintptr_t) l->base && addr - (uintptr_t) l->base < l->span) {
+            *offset = (uint32_t) (addr - (uintptr_t) l->base);
+            return l->name;
+        }
+    }
+    return NULL;
+}
 
 static int read_file(const char *path, unsigned char **data, size_t *len) {
     int fd = (int) hx_open(path, HX_O_RDONLY, 0);
@@ -246,6 +265,12 @@ int vnpu_load(const char *path, struct vnpu_lib **out) {
     if (status != AEE_SUCCESS) goto done;
     VNPU_TRACE("loaded %s at %p (%u bytes, %u symbols)", path, (void *) lib->base, (unsigned) image_len,
                (unsigned) lib->n_syms);
+    const char *slash = strrchr(path, '/');
+    strlcpy(lib->name, slash ? slash + 1 : path, sizeof lib->name);
+    if (n_loaded < MAX_LIBS) {  /* before its constructors: they are its code too */
+        loaded[n_loaded] = lib;
+        __atomic_store_n(&n_loaded, n_loaded + 1, __ATOMIC_RELEASE);
+    }
     /* the skel's constructors, as the DSP's loader runs them */
     if (v[DT_INIT]) {
         init = (void (*)(void)) (lib->base + v[DT_INIT]);

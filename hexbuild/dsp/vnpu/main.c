@@ -157,6 +157,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     sock = atoi(argv[1]);
+    vnpu_fault_handlers();
     const char *trace = getenv("HEXBUILD_VNPU_LOG");
     vnpu_tracing = trace && *trace && strcmp(trace, "0") != 0;
     farf_level_from_env();

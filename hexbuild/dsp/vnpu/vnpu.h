@@ -30,6 +30,11 @@ struct vnpu_lib;
 int vnpu_load(const char *path, struct vnpu_lib **lib);
 /* A symbol the library defines, or NULL. */
 void *vnpu_symbol(const struct vnpu_lib *lib, const char *name);
+/* The file name of the loaded library holding addr (and addr's offset in it), or NULL. */
+const char *vnpu_lib_at(uintptr_t addr, uint32_t *offset);
+
+/* -- fault.c: a fault of the skel (or of the runtime) said in one line before the process dies -- */
+void vnpu_fault_handlers(void);
 
 /* -- exports.c: what the runtime gives a skel to link against ---------------------------------- */
 void *vnpu_export(const char *name);
