@@ -49,6 +49,7 @@ def say(where: str, fid: dict[str, Any]) -> None:
     """Remember ``where``'s mark for this command's documents and, when it is emulated, say so
     on stderr: once per target and command (``ui.note``: -q keeps it off, --json lists it)."""
     ui.fidelity[where] = dict(fid)
+    ui.stamp = stamp
     if fid and line(where, fid) not in ui.notes:
         ui.note(line(where, fid))
 

@@ -61,6 +61,7 @@ class UI:
         self.notes: list[str] = []  # facts the user chose (a CPU-only build): said, never counted by --strict
         # each target this command opened → its results' mark ({} for a real device): fidelity.py
         self.fidelity: dict[str, dict[str, Any]] = {}
+        self.stamp: Any = None  # fidelity.stamp, set by fidelity.say (ui imports nothing of it)
         self.result_emitted = False  # one JSON document per run: an error after a report adds none
         self._github_groups = 0  # open ::group:: sections (GitHub cannot nest them)
 
@@ -200,10 +201,8 @@ class UI:
         result holds (said for them all). A document whose ``warnings`` is a count (verify's,
         inspect's: their checks list them) keeps it. A document made for the virtual NPU gets
         ``emulated`` and ``npu_model`` (hexbuild/fidelity.py)."""
-        if self.fidelity:
-            from .fidelity import stamp
-
-            data = stamp(data)
+        if self.fidelity and self.stamp is not None:
+            data = self.stamp(data)
 
         def merge(doc: dict, warnings: list[str], notes: list[str]) -> dict:
             own = doc.get("warnings")
