@@ -221,7 +221,7 @@ def test_two_deploys_racing_for_one_phone_leave_exactly_one_whole_package(make_d
     times: the install is always exactly one of them, whole; each deploy either succeeded
     (waiting if it had to) or failed cleanly naming the holder."""
     dev = make_device("SM8650", link_mbit=40)  # a USB-like link: pushes take long enough to overlap
-    pkgs = {tag: package(tmp_path, tag, size=3_000_000) for tag in ("a", "b")}
+    pkgs = {tag: package(tmp_path, tag, size=8_000_000) for tag in ("a", "b")}  # ~1.6 s a push: wider than a loaded start
     want = {tag: files_of(p) for tag, p in pkgs.items()}
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "xdg")}
     overlapped = 0
