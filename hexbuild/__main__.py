@@ -1,3 +1,3 @@
-from hexbuild.cli.main import run
+from hexbuild.cli.entry import run
 
 run()

@@ -46,6 +46,67 @@ def test_the_supervisor_is_a_fork_of_the_command(serve_state, http_stand_in, tin
     said_stopped(serve_state, port, ready["url"])
 
 
+def _processes_running(argv: list[str]) -> list[int]:
+    found = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if cmdline(int(d.name)) == argv and Path(f"/proc/{d.name}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                    found.append(int(d.name))
+            except (OSError, IndexError):
+                pass
+    return found
+
+
+def test_the_program_forks_its_supervisor_before_parsing(serve_state, http_stand_in, tiny_gguf, tmp_path):
+    """hexbuild (the program, not main() in a test's process) forks the supervisor of a detached
+    serve before Typer parses the words (serve/prefork.py): it says so with -v, and the server it
+    starts serves as any other."""
+    dest = str(tmp_path / "inst" / "llama.cpp")
+    populate(f"local:{dest}", dest, {"llama-server": http_stand_in})
+    port = free_port()
+    argv = [sys.executable, "-m", "hexbuild", "--json", "-v", "serve", "-t", f"local:{dest}", "--model",
+            str(tiny_gguf), "--models-dir", str(tmp_path / "m"), "--port", str(port), "--detach"]
+    cp = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert cp.returncode == 0, cp.stderr
+    ready = json.loads(cp.stdout)
+    assert f"supervisor PID {ready['supervisor_pid']}: forked before the command line was parsed" in cp.stderr
+    stop = subprocess.run([sys.executable, "-m", "hexbuild", "-q", "serve", "stop", "--port", str(port)],
+                          capture_output=True, text=True, timeout=60)
+    assert stop.returncode == 0, stop.stderr
+    assert not pid_alive(ready["pid"]) and not pid_alive(ready["supervisor_pid"]) and port_free(port)
+    said_stopped(serve_state, port, ready["url"])
+
+
+def test_a_detach_that_is_not_one_leaves_no_supervisor(serve_state, tiny_gguf, tmp_path):
+    """The pre-fork guesses from the raw words: when they do not parse (or ask for --help, or the
+    port is taken), the child it forked exits with the command, and nothing is in the state
+    directory."""
+    import socket
+    import time
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    runs = {2: ["--port", "not-a-port"], 0: ["--help"], 3: ["--port", str(port)]}  # 3: the supervisor's check, said here
+    try:
+        for code, words in runs.items():
+            argv = [sys.executable, "-m", "hexbuild", "serve", "-t", f"local:{tmp_path}/inst", "--model",
+                    str(tiny_gguf), *words, "--detach"]
+            cp = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+            assert cp.returncode == code, (words, cp.stderr)
+            assert "Traceback" not in cp.stderr
+            deadline = time.monotonic() + 10
+            while _processes_running(argv) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert _processes_running(argv) == [], words
+    finally:
+        taken.close()
+    assert state_mod.records() == []
+    assert [p.name for p in serve_state.iterdir() if not p.name.endswith(".log")] == []
+
+
 def test_with_another_thread_running_a_new_interpreter_supervises(cli, serve_state, http_stand_in, tiny_gguf,
                                                                    tmp_path):
     dest = str(tmp_path / "inst" / "llama.cpp")

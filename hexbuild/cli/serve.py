@@ -34,7 +34,7 @@ def _request(s, *, package, port, device_port, ctx_size, ndev, devices, allow_cp
              extra, stream_log):
     from ..errors import UsageError
     from ..runner.defaults import given_threads
-    from ..serve.server import DEFAULT_PORT, ServeRequest
+    from ..serve.request import DEFAULT_PORT, ServeRequest
 
     if not s["run.target"]:
         raise UsageError("no target: give --target T (adb, adb:SERIAL, ssh://HOST, local:DIR, …) or set run.target")
@@ -73,7 +73,7 @@ def serve_command(
     Subcommands: status, stop."""
     if ctx.invoked_subcommand is not None:
         return
-    from ..serve import control as serve_control, server as serve
+    from ..serve import control as serve_control
     from ..ui import ui
 
     s = common.settings(**{"run.target": target, "run.model": model, "deploy.dest": dest,
@@ -87,6 +87,8 @@ def serve_command(
         rec = serve_control.detach(req, s, stream=not ui.quiet)
         ui.result(_ready_json(rec), _ready_text(rec))
         return
+    from ..serve import server as serve  # (not before a detach: its supervisor imports it)
+
     server = serve.start(req, s, sink=serve.stderr_sink if not ui.quiet else None)
     serve.supervise(server, announce=lambda: ui.result(_ready_json(server.record), _ready_text(server.record)))
 

@@ -13,19 +13,71 @@ record), proof (its output parsed as it streams and the dispatch proof: did it r
 request (the whole `hexbuild run`). Callers import from this package, not the modules.
 """
 
-from .commands import KINDS, Invocation, check_args, model_path, render, resolve_tool
-from .execution import RUN_TIMEOUT, RunRecord, _slug, _timestamp, execute, record_output
-from .flags import (BACKEND_OPS_FLAGS, BENCH_FLAGS, COMMON_FLAGS, COMMON_SAME, VALUE_OPTIONS, Flag, flag_table,
-                    given_groups)
-from .htp_sessions import MAX_SESSIONS, SESSION_VARS, Sessions, check_sessions, htp_arch_number, sessions
-from .install import (DEFAULT_DEST, DEFAULT_MODELS, MANIFEST, PROMPTS_DIR, cpu_only, default_dest, default_models_dir,
-                      installed_tools, read_manifest)
-from .knobs import KNOB_ALIASES, VERBOSE_KNOBS, knob_env
-from .launch import LAUNCH_SCRIPTS, launch_scripts
-from .request import Prepared, RunRequest, open_target, prepare, prepare_on, run
-from .revision import Revision
-from .templating import render_template, shell_path
+# Imported when first asked for (PEP 562), not with the package: a command that needs one module
+# of the runner (serve's thread default, deploy's destinations) does not pay for the rest.
+_HOMES = {
+    "KINDS": "commands",
+    "Invocation": "commands",
+    "check_args": "commands",
+    "model_path": "commands",
+    "render": "commands",
+    "resolve_tool": "commands",
+    "RUN_TIMEOUT": "execution",
+    "RunRecord": "execution",
+    "_slug": "execution",
+    "_timestamp": "execution",
+    "execute": "execution",
+    "record_output": "execution",
+    "BACKEND_OPS_FLAGS": "flags",
+    "BENCH_FLAGS": "flags",
+    "COMMON_FLAGS": "flags",
+    "COMMON_SAME": "flags",
+    "VALUE_OPTIONS": "flags",
+    "Flag": "flags",
+    "flag_table": "flags",
+    "given_groups": "flags",
+    "MAX_SESSIONS": "htp_sessions",
+    "SESSION_VARS": "htp_sessions",
+    "Sessions": "htp_sessions",
+    "check_sessions": "htp_sessions",
+    "htp_arch_number": "htp_sessions",
+    "sessions": "htp_sessions",
+    "DEFAULT_DEST": "install",
+    "DEFAULT_MODELS": "install",
+    "MANIFEST": "install",
+    "PROMPTS_DIR": "install",
+    "cpu_only": "install",
+    "default_dest": "install",
+    "default_models_dir": "install",
+    "installed_tools": "install",
+    "read_manifest": "install",
+    "KNOB_ALIASES": "knobs",
+    "VERBOSE_KNOBS": "knobs",
+    "knob_env": "knobs",
+    "LAUNCH_SCRIPTS": "launch",
+    "launch_scripts": "launch",
+    "Prepared": "request",
+    "RunRequest": "request",
+    "open_target": "request",
+    "prepare": "request",
+    "prepare_on": "request",
+    "run": "request",
+    "Revision": "revision",
+    "render_template": "templating",
+    "shell_path": "templating",
+}
+__all__ = sorted([*_HOMES, "backend_absent", "check_dispatch"])
 
+
+def __getattr__(name: str):
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(f".{home}", __name__), name)
+    globals()[name] = value
+    return value
 
 
 def backend_absent(record) -> bool:
@@ -40,15 +92,3 @@ def check_dispatch(record, *, allow_cpu_fallback: bool = False) -> None:
     from .proof import check
 
     check(record, allow_cpu_fallback=allow_cpu_fallback)
-
-
-__all__ = [
-    "BACKEND_OPS_FLAGS", "BENCH_FLAGS", "COMMON_FLAGS", "COMMON_SAME", "DEFAULT_DEST", "DEFAULT_MODELS",
-    "KINDS", "KNOB_ALIASES", "LAUNCH_SCRIPTS", "MANIFEST", "MAX_SESSIONS", "PROMPTS_DIR", "RUN_TIMEOUT",
-    "SESSION_VARS", "VALUE_OPTIONS", "VERBOSE_KNOBS", "Flag", "Invocation", "Prepared", "Revision",
-    "RunRecord", "RunRequest", "Sessions", "backend_absent", "check_args", "check_dispatch", "check_sessions",
-    "cpu_only", "default_dest", "default_models_dir",
-    "execute", "flag_table", "given_groups", "htp_arch_number", "installed_tools", "knob_env",
-    "launch_scripts", "model_path", "open_target", "prepare", "prepare_on", "read_manifest", "record_output", "render",
-    "render_template", "resolve_tool", "run", "sessions", "shell_path",
-]

@@ -3,12 +3,16 @@ for ``hexbuild serve``): started detached with its output in a log file on the d
 through one long-lived command that streams the log and ends when the program does, and
 stopped by its PID.
 
-All of it is small POSIX sh (Android's mksh/toybox, Linux's dash/coreutils) with data passed as
-positional arguments, never pasted into the script.
+On a device all of it is small POSIX sh (Android's mksh/toybox, Linux's dash/coreutils) with data
+passed as positional arguments, never pasted into the script. On this machine (``local:``,
+``qemu:``, ``qemu+npu:``) the program is started, its log read and its end seen from Python: no
+shell, tail or sleep process beside a server that is starting.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 from collections import deque
 from typing import Callable, Sequence
@@ -19,6 +23,7 @@ from ..errors import HexbuildError, RemoteFailed
 EXITED_MARK = "\x1ehexbuild: the program exited"
 TAIL_MARK = "\x1ehexbuild: tail"  # WATCH's tail, on stderr: TAIL_MARK PID START
 TEXT_LIMIT = 4 << 20  # bytes of log kept for the start-up checks
+LOCAL_FOLLOW_POLL = 0.05  # seconds between looks at a local log that has not grown
 
 # The program ignores SIGHUP (inherited across exec), so closing the session that started it
 # (adb shell, SSH exec) does not end it; its stdin is /dev/null and its output goes to the log.
@@ -86,6 +91,8 @@ exit 0"""
 
 def start(target, argv: Sequence[str], *, env: dict[str, str], cwd: str, log: str) -> tuple[int, str]:
     """Start ``argv`` on the target in the background: (its PID there, its start time)."""
+    if target.caps.this_machine:
+        return target.start_detached(argv, env=env, cwd=cwd, log=log)
     res = target.capture(["sh", "-c", START, "sh", log, *argv], env=env, cwd=cwd)
     out = res.out.strip().splitlines()
     words = out[-1].split() if out else []
@@ -120,22 +127,28 @@ def log_rest(target, log: str, offset: int, *, limit: int | None = None,
 
 
 def _end_local(pid: int, since: str) -> None:
-    import os
-    import signal
-
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        if fields[19] == since and fields[0] != "Z":
+    if _running_local(pid, since):
+        try:
             os.kill(pid, signal.SIGTERM)
-    except (OSError, IndexError):  # gone already
-        pass
+        except OSError:  # gone already
+            pass
+
+
+def _running_local(pid: int, since: str) -> bool:
+    from ..targets.local import process_start
+
+    start = process_start(pid)
+    return start is not None and (not since or start == since)
 
 
 def cut_stream(target, watcher: "Watcher", log: str) -> bytes:
     """After a stop: what the watcher's stream had not brought yet (the stream is frozen first),
     and its tail ended, instead of waiting for the watch loop's next look, a second away. The
     stream is waited for (3 s at most) when it has not said which tail it runs."""
+    if target.caps.this_machine:  # the log is read here: what the follower had not read yet
+        offset = watcher.freeze()
+        watcher.stop()
+        return log_rest(target, log, offset)
     if watcher.tail_process is None:
         watcher.done.wait(3.0)
         return b""
@@ -160,7 +173,20 @@ class Watcher:
         self._partial = b""
         self._err = b""
         self._lock = threading.Lock()
-        threading.Thread(target=self._run, name=f"watch-{pid}", daemon=True).start()
+        self._stop = threading.Event()
+        self._read_lock = threading.Lock()
+        self._file = None
+        if target.caps.this_machine:
+            try:
+                self._file = open(log, "rb")  # the start made it
+            except OSError as e:
+                raise RemoteFailed(f"cannot read the log {log}: {e.strerror or e}") from None
+        run = self._follow_local if target.caps.this_machine else self._run
+        threading.Thread(target=run, name=f"watch-{pid}", daemon=True).start()
+
+    def stop(self) -> None:
+        """End a local follower (one on a device ends with the program, or with its tail)."""
+        self._stop.set()
 
     def _on_output(self, stream: str, data: bytes) -> None:
         if stream == "stderr":
@@ -197,6 +223,41 @@ class Watcher:
             if self._partial:
                 self.tail.append(self._partial.decode("utf-8", "replace"))
             self.done.set()
+
+    def _follow_local(self) -> None:
+        """The log of a program on this machine, read here as it grows: no shell, tail or sleep
+        beside a server that is starting (on 2 cores, they slowed its start)."""
+        try:
+            while not self._stop.is_set():
+                if self.catch_up():
+                    continue
+                if not _running_local(self.pid, self.since):
+                    self.catch_up()  # what it wrote as it ended
+                    self.exited = True
+                    return
+                self._stop.wait(LOCAL_FOLLOW_POLL)
+        except OSError as e:
+            self.error = RemoteFailed(f"cannot read the log {self.log}: {e.strerror or e}")
+        finally:
+            with self._read_lock:
+                if self._file is not None:
+                    self._file.close()
+            if self._partial:
+                self.tail.append(self._partial.decode("utf-8", "replace"))
+            self.done.set()
+
+    def catch_up(self) -> bool:
+        """A local log: pass on at once what it holds now (rather than at the follower's next
+        look), so that a stream read after /health said ready has the lines before it. Whether
+        there was anything; a device's stream cannot be hurried and has nothing."""
+        got = False
+        with self._read_lock:
+            if self._file is None or self._file.closed:
+                return False
+            while data := self._file.read(65536):
+                self._on_output("stdout", data)
+                got = True
+        return got
 
     def freeze(self) -> int:
         """Pass nothing more on (the caller reads the rest itself): how many bytes were passed."""

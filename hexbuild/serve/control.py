@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import signal
 import subprocess
 import sys
@@ -23,10 +22,10 @@ from typing import Any
 
 from .. import fidelity
 from ..errors import EnvironmentMissing, HexbuildError, UsageError
-from ..runner import background
 from ..ui import ui
+from . import prefork
 from . import state as serve_state
-from .server import ServeRequest
+from .request import ServeRequest
 
 
 def _rebuild_error(doc: dict[str, Any]) -> HexbuildError:
@@ -37,13 +36,11 @@ def _rebuild_error(doc: dict[str, Any]) -> HexbuildError:
 
 
 def detach(req: ServeRequest, settings, *, stream: bool = True, timeout: float | None = None) -> dict[str, Any]:
-    """Start a supervisor process for ``req``; its record once the server is ready."""
-    from ..targets.forward import check_port_free
-
-    check_port_free(req.port)
+    """Start a supervisor process for ``req``; its record once the server is ready. (A port in
+    use is the supervisor's first check: its error comes back here, as every start error does.)"""
     d = serve_state.servers_dir()
     d.mkdir(parents=True, exist_ok=True)
-    result_file = d / f"start-{secrets.token_hex(6)}.result.json"
+    result_file = d / f"start-{os.urandom(6).hex()}.result.json"
     values = dict(getattr(settings, "values", settings) or {})
     log_path = serve_state.supervisor_log_path(req.port)
     kept = log_path.stat().st_size if log_path.exists() else None  # an earlier server's: put back as it was
@@ -62,12 +59,17 @@ def _start_and_wait(req: ServeRequest, values: dict[str, Any], result_file, log_
                     timeout: float | None) -> dict[str, Any]:
     """The supervisor started (forked, else a new interpreter) and waited for: its record once the
     server is ready, else its error."""
+    handed = prefork.hand({**req.to_json(), "detached": True, "stream_log": False}, values, str(result_file),
+                          str(log_path), ui.verbose)
+    if handed is not None:
+        ui.detail(f"supervisor PID {handed[0]}: forked before the command line was parsed")
+        return _wait(req, _Forked(handed[0]), handed[1], None, result_file, log_path, stream, timeout)
     ready, ready_w = os.pipe()
     request_file = None
     try:
         proc = _fork(req, values, result_file, log_path, ready, ready_w)
         if proc is None:
-            request_file = result_file.with_name(f"start-{secrets.token_hex(6)}.json")
+            request_file = result_file.with_name(f"start-{os.urandom(6).hex()}.json")
             doc = {"request": {**req.to_json(), "detached": True, "stream_log": False}, "settings": values,
                    "result": str(result_file)}
             request_file.write_text(json.dumps(doc))
@@ -82,7 +84,14 @@ def _start_and_wait(req: ServeRequest, values: dict[str, Any], result_file, log_
         raise
     finally:
         os.close(ready_w)
-    ui.detail(f"supervisor PID {proc.pid}; its log: {log_path}")
+    ui.detail(f"supervisor PID {proc.pid}: " + ("a new interpreter" if request_file else "forked"))
+    return _wait(req, proc, ready, request_file, result_file, log_path, stream, timeout)
+
+
+def _wait(req: ServeRequest, proc, ready: int, request_file, result_file, log_path, stream: bool,
+          timeout: float | None) -> dict[str, Any]:
+    """The supervisor ``proc`` waited for: its record once the server is ready, else its error."""
+    ui.detail(f"the supervisor's log: {log_path}")
     offset = 0
     deadline = None if timeout is None else time.monotonic() + timeout
     try:
@@ -211,8 +220,7 @@ def _fork(req: ServeRequest, settings: dict[str, Any], result_file, log_path, re
         signal.signal(signal.SIGINT, signal.default_int_handler)
         from .daemon import serve
 
-        req = ServeRequest(**{**req.to_json(), "detached": True, "stream_log": False,
-                              "knobs": [tuple(k) for k in req.knobs]})
+        req = ServeRequest.from_json(req.to_json(), detached=True, stream_log=False)
         code = serve(req, settings, result_file, ready_w)
     except BaseException:
         import traceback
@@ -316,6 +324,7 @@ def stop(recs: list[dict[str, Any]], settings, *, grace: float = 45.0) -> list[d
 
 
 def _stop_orphan(rec: dict[str, Any], settings) -> None:
+    from ..runner import background
     from ..targets import parse_target
 
     if serve_state.supervisor_alive(rec) and rec.get("supervisor_pid") != os.getpid():

@@ -17,7 +17,7 @@ from __future__ import annotations
 import posixpath
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -27,39 +27,13 @@ from ..runner.install import default_dest, default_models_dir, installed_tools, 
 from ..runner.request import RunRequest, open_target, prepare_on
 from ..ui import ui
 from . import state as serve_state
+from .request import DEFAULT_PORT, READY_TIMEOUT, ServeRequest  # noqa: F401 (this module's API)
 
-DEFAULT_PORT = 8080  # llama-server's own default
-READY_TIMEOUT = 600.0  # a large model takes minutes to load and repack
-# /health is asked every 20 ms for the first seconds (a small model is ready in well under one),
+# /health is asked every 10 ms for the first seconds (a small model is ready in well under one),
 # then every quarter second (a large one loads for minutes: each ask crosses adb or SSH).
-READY_POLL, READY_POLL_SLOW, READY_POLL_FAST_FOR = 0.02, 0.25, 3.0
+READY_POLL, READY_POLL_SLOW, READY_POLL_FAST_FOR = 0.01, 0.25, 3.0
 SERVER = "llama-server"
 BUILD_HINT = "build it: hexbuild build --build-target llama-server (then serve with --package PKG)"
-
-
-@dataclass
-class ServeRequest:
-    target: str
-    model: str
-    package: str | None = None
-    port: int = DEFAULT_PORT
-    device_port: int | None = None  # default: the local port
-    ctx: int | None = None
-    ndev: int | None = None
-    devices: str | None = None
-    knobs: list[tuple[str, str]] = field(default_factory=list)
-    extra: list[str] = field(default_factory=list)
-    dest: str = ""
-    models_dir: str = ""
-    threads: int | str | None = None  # None: the target's default (6 on phones)
-    ubatch: int | str = 1024
-    allow_cpu_fallback: bool = False
-    ready_timeout: float = READY_TIMEOUT
-    stream_log: bool = True
-    detached: bool = False
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass
@@ -244,7 +218,12 @@ def _start(target, req: ServeRequest, settings, sink) -> Server:
     pid, since = background.start(target, target.program_argv(inv.argv, inv.cwd), env=inv.env, cwd=inv.cwd,
                                   log=device_log)
     forward = None
-    watcher = background.Watcher(target, pid, since, device_log, to_log)
+    try:
+        watcher = background.Watcher(target, pid, since, device_log, to_log)
+    except BaseException:
+        _undo(target, pid, since, forward, req.port)
+        log_file.close()
+        raise
     record = serve_state.new_record(
         target=req.target, kind=target.kind, local_port=req.port, device_port=device_port, pid=pid,
         pid_start=since, model=req.model, url=f"http://127.0.0.1:{req.port}/v1", log=str(local_log),
@@ -257,11 +236,11 @@ def _start(target, req: ServeRequest, settings, sink) -> Server:
         serve_state.write(record)
         server = Server(target, pid, since, req.port, device_port, device_log, forward, watcher, record, log_file)
         _wait_ready(server, req)
+        watcher.catch_up()  # the log up to ready is in the local copy before the record says ready
+        named = _model_name_asked(req.port)  # the server answers while the log is judged here
         record.update(dispatch=dispatch_proof(_startup_log(target, device_log, watcher), inv, target=req.target, log=str(device_log),
                                               allow_cpu_fallback=req.allow_cpu_fallback))
-        from .openai_http import model_name
-
-        server.model_name = model_name(req.port) or posixpath.basename(model)
+        server.model_name = named() or posixpath.basename(model)
         record.update(status="ready", model_name=server.model_name, ready_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
         serve_state.write(record)
         return server
@@ -271,8 +250,27 @@ def _start(target, req: ServeRequest, settings, sink) -> Server:
         raise
 
 
+def _model_name_asked(port: int) -> Callable[[], str | None]:
+    """``/v1/models`` asked from a thread: a function that waits for its answer."""
+    import threading
+
+    from .openai_http import model_name
+
+    answer: list[str | None] = [None]
+    asking = threading.Thread(target=lambda: answer.__setitem__(0, model_name(port)), daemon=True)
+    asking.start()
+
+    def wait() -> str | None:
+        asking.join()
+        return answer[0]
+    return wait
+
+
 def _wait_ready(server: Server, req: ServeRequest) -> None:
-    from .openai_http import health  # imported while the server starts: not before it
+    # imported while the server starts, not before it: what ready needs next, the dispatch proof
+    # (results' parsers) and the HTTP client, is ready when the server is
+    from ..runner import proof  # noqa: F401
+    from .openai_http import health
 
     begun = time.monotonic()
     deadline = begun + req.ready_timeout

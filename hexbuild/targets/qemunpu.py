@@ -88,12 +88,20 @@ class QemuNpuTarget(QemuTarget):
             # not an AArch64 program of the install (deploy's and doctor's sh scripts): no NPU to
             # give it, and no need for the parts before a program that uses them runs
             return super().run(argv, env=env, cwd=cwd, timeout=timeout, on_output=on_output)
+        return super().run(argv, env=self.npu_program_env(env), cwd=cwd, timeout=timeout, on_output=on_output)
+
+    def start_detached(self, argv: Sequence[str], *, env: Mapping[str, str] | None, cwd: str | None,
+                       log: str) -> tuple[int, str]:
+        return super().start_detached(argv, env=self.npu_program_env(env), cwd=cwd, log=log)
+
+    def npu_program_env(self, env: Mapping[str, str] | None) -> dict[str, str]:
+        """``env`` with what an install's program needs to reach the virtual NPU."""
         merged = dict(env or {})
         merged.update(self.vnpu_env())
         # the stand-in comes first, so the host library's dlopen("libcdsprpc.so") finds it
         lib = str(self.parts.host_lib_dir("aarch64"))
         merged["LD_LIBRARY_PATH"] = lib + (":" + merged["LD_LIBRARY_PATH"] if merged.get("LD_LIBRARY_PATH") else "")
-        return super().run(argv, env=merged, cwd=cwd, timeout=timeout, on_output=on_output)
+        return merged
 
 
 def default_root() -> str:

@@ -1,0 +1,21 @@
+"""The ``hexbuild`` program: the one place that runs before the command line is parsed.
+
+A ``serve --detach`` forks its supervisor here, before Typer is imported, so that the two
+processes' imports overlap (hexbuild/serve/prefork.py); everything else starts as before.
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def run() -> None:
+    from ..serve import prefork
+
+    prefork.begin(sys.argv[1:])
+    try:
+        from .main import run as run_command
+
+        run_command()
+    finally:
+        prefork.cancel()  # not handed over (an error, --help): the child exits
