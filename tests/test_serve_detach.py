@@ -28,15 +28,18 @@ def said_stopped(serve_state, port: int, url: str) -> None:
 
 
 def test_the_supervisor_is_a_fork_of_the_command(serve_state, http_stand_in, tiny_gguf, tmp_path):
+    """The program (not main() in a test's process) forks the supervisor before Typer parses the
+    words (serve/prefork.py), and says so with -v."""
     dest = str(tmp_path / "inst" / "llama.cpp")
     populate(f"local:{dest}", dest, {"llama-server": http_stand_in})
     port = free_port()
-    argv = [sys.executable, "-m", "hexbuild", "--json", "-q", "serve", "-t", f"local:{dest}", "--model",
+    argv = [sys.executable, "-m", "hexbuild", "--json", "-v", "serve", "-t", f"local:{dest}", "--model",
             str(tiny_gguf), "--models-dir", str(tmp_path / "m"), "--port", str(port), "--detach"]
     cp = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert cp.returncode == 0, cp.stderr
     ready = json.loads(cp.stdout)
     assert cmdline(ready["supervisor_pid"]) == argv  # the command's own image: imports done once
+    assert f"supervisor PID {ready['supervisor_pid']}: forked before the command line was parsed" in cp.stderr
     assert sorted(p.name for p in serve_state.iterdir()) == [f"{port}.json", f"{port}.log", f"{port}.supervisor.log"]
     stop = subprocess.run([sys.executable, "-m", "hexbuild", "-q", "serve", "stop", "--port", str(port)],
                           capture_output=True, text=True, timeout=60)
@@ -56,26 +59,6 @@ def _processes_running(argv: list[str]) -> list[int]:
             except (OSError, IndexError):
                 pass
     return found
-
-
-def test_the_program_forks_its_supervisor_before_parsing(serve_state, http_stand_in, tiny_gguf, tmp_path):
-    """hexbuild (the program, not main() in a test's process) forks the supervisor of a detached
-    serve before Typer parses the words (serve/prefork.py): it says so with -v, and the server it
-    starts serves as any other."""
-    dest = str(tmp_path / "inst" / "llama.cpp")
-    populate(f"local:{dest}", dest, {"llama-server": http_stand_in})
-    port = free_port()
-    argv = [sys.executable, "-m", "hexbuild", "--json", "-v", "serve", "-t", f"local:{dest}", "--model",
-            str(tiny_gguf), "--models-dir", str(tmp_path / "m"), "--port", str(port), "--detach"]
-    cp = subprocess.run(argv, capture_output=True, text=True, timeout=120)
-    assert cp.returncode == 0, cp.stderr
-    ready = json.loads(cp.stdout)
-    assert f"supervisor PID {ready['supervisor_pid']}: forked before the command line was parsed" in cp.stderr
-    stop = subprocess.run([sys.executable, "-m", "hexbuild", "-q", "serve", "stop", "--port", str(port)],
-                          capture_output=True, text=True, timeout=60)
-    assert stop.returncode == 0, stop.stderr
-    assert not pid_alive(ready["pid"]) and not pid_alive(ready["supervisor_pid"]) and port_free(port)
-    said_stopped(serve_state, port, ready["url"])
 
 
 def test_a_detach_that_is_not_one_leaves_no_supervisor(serve_state, tiny_gguf, tmp_path):

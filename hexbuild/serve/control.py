@@ -204,34 +204,13 @@ def _fork(req: ServeRequest, settings: dict[str, Any], result_file, log_path, re
     pid = os.fork()
     if pid:
         return _Forked(pid)
-    code = 1
     try:  # the child: never returns into the command's code
         os.setsid()
-        log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        null = os.open(os.devnull, os.O_RDONLY)
-        for fd, to in ((null, 0), (log, 1), (log, 2)):
-            os.dup2(fd, to)
-        os.closerange(3, ready_w)  # nothing of the command's stays open in the supervisor
-        os.closerange(ready_w + 1, 1 << 16)
-        sys.stdin = open(0, closefd=False)
-        sys.stdout = open(1, "w", buffering=1, closefd=False)
-        sys.stderr = open(2, "w", buffering=1, closefd=False)
-        ui.json = ui.quiet = False
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        from .daemon import serve
-
-        req = ServeRequest.from_json(req.to_json(), detached=True, stream_log=False)
-        code = serve(req, settings, result_file, ready_w)
-    except BaseException:
-        import traceback
-
-        try:
-            traceback.print_exc()
-            sys.stderr.flush()
-        except Exception:
-            pass
+        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+        prefork.close_all_but(ready_w)  # nothing of the command's stays open in the supervisor
+        prefork.run_supervisor(req.to_json(), settings, str(result_file), str(log_path), ui.verbose, ready_w)
     finally:
-        os._exit(code)
+        os._exit(1)
 
 
 # `python -m` would put the working directory first on sys.path: started from a directory that

@@ -64,7 +64,6 @@ def begin(argv: list[str]) -> None:
         os.set_inheritable(request_w, False)
         _waiting = Waiting(pid, request_w, ready_r)
         return
-    code = 0
     try:  # the child: never returns into the command's code
         os.close(request_w)
         os.close(ready_r)
@@ -72,25 +71,18 @@ def begin(argv: list[str]) -> None:
         null = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):
             os.dup2(null, fd)
-        _close_all_but(request_r, ready_w)
+        close_all_but(request_r, ready_w)
         _warm()
         doc = _read_all(request_r)
-        os.close(request_r)
         if doc:
             import json
 
-            code = _supervise(json.loads(doc), ready_w)
+            d = json.loads(doc)
+            run_supervisor(d["request"], d["settings"], d["result"], d["log"], int(d.get("verbose") or 0),
+                           ready_w)
     except BaseException:
-        code = 1
-        try:
-            import traceback
-
-            traceback.print_exc()
-            sys.stderr.flush()
-        except Exception:
-            pass
-    finally:
-        os._exit(code)
+        os._exit(1)
+    os._exit(0)  # the command did not detach
 
 
 def hand(request: dict, settings: dict, result_file: str, log_path: str,
@@ -152,7 +144,7 @@ def _read_all(fd: int) -> bytes:
     return b"".join(chunks)
 
 
-def _close_all_but(*keep: int) -> None:
+def close_all_but(*keep: int) -> None:
     low = 3
     for fd in sorted(keep):
         os.closerange(low, fd)
@@ -160,24 +152,38 @@ def _close_all_but(*keep: int) -> None:
     os.closerange(low, 1 << 16)
 
 
-def _supervise(doc: dict, ready_w: int) -> int:
-    from ..ui import ui
-    from .daemon import serve
-    from .request import ServeRequest
+def run_supervisor(request: dict, settings: dict, result_file: str, log_path: str, verbose: int,
+                   ready_w: int) -> None:
+    """A forked child becomes the supervisor (daemon.serve), its output in ``log_path``, and exits
+    with its code; a traceback, if it comes to that, goes to the log."""
+    code = 1
+    try:
+        log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        for fd in (1, 2):
+            os.dup2(log, fd)
+        os.close(log)
+        sys.stdin = open(0, closefd=False)
+        sys.stdout = open(1, "w", buffering=1, closefd=False)
+        sys.stderr = open(2, "w", buffering=1, closefd=False)
+        import signal
+        from pathlib import Path
 
-    log = os.open(doc["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    for fd in (1, 2):
-        os.dup2(log, fd)
-    os.close(log)
-    sys.stdin = open(0, closefd=False)
-    sys.stdout = open(1, "w", buffering=1, closefd=False)
-    sys.stderr = open(2, "w", buffering=1, closefd=False)
-    ui.json = ui.quiet = False
-    ui.verbose = int(doc.get("verbose") or 0)
-    import signal
-    from pathlib import Path
+        from ..ui import ui
+        from .daemon import serve
+        from .request import ServeRequest
 
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+        ui.json = ui.quiet = False
+        ui.verbose = verbose
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        req = ServeRequest.from_json(request, detached=True, stream_log=False)
+        code = serve(req, settings, Path(result_file), ready_w)
+    except BaseException:
+        try:
+            import traceback
 
-    req = ServeRequest.from_json(doc["request"], detached=True, stream_log=False)
-    return serve(req, doc["settings"], Path(doc["result"]), ready_w)
+            traceback.print_exc()
+            sys.stderr.flush()
+        except Exception:
+            pass
+    finally:
+        os._exit(code)
