@@ -253,7 +253,7 @@ def status() -> list[dict[str, Any]]:
         elif rec.get("status") != "ready":
             row["state"] = rec.get("status") or "starting"
         else:
-            from .openai_http import health
+            from .probe import health
 
             row["state"] = "ready" if health(int(rec["local_port"]), timeout=2.0) == "ready" else "unreachable"
         out.append(row)
@@ -330,7 +330,7 @@ def find_running(target: str, model: str | None) -> dict[str, Any] | None:
             continue
         if model and PurePath(str(rec.get("model"))).name != PurePath(model).name:
             continue
-        from .openai_http import health
+        from .probe import health
 
         if health(int(rec["local_port"]), timeout=2.0) == "ready":
             return rec

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..errors import RemoteFailed
+from .probe import health, model_name  # noqa: F401 (this module's API)
 
 
 def _request(port: int, method: str, path: str, body: dict | None = None, *, timeout: float) -> tuple[int, bytes]:
@@ -27,25 +28,6 @@ def _request(port: int, method: str, path: str, body: dict | None = None, *, tim
         return resp.status, resp.read()
     finally:
         conn.close()
-
-
-def health(port: int, *, timeout: float = 2.0) -> str:
-    """"ready" (200), "loading" (503: the model is loading) or "down" (no HTTP answer)."""
-    try:
-        status, _ = _request(port, "GET", "/health", timeout=timeout)
-    except (OSError, http.client.HTTPException):
-        return "down"
-    return "ready" if status == 200 else "loading" if status == 503 else "down"
-
-
-def model_name(port: int, *, timeout: float = 10.0) -> str | None:
-    """The first model ``/v1/models`` lists (llama-server: the --alias or the model's path)."""
-    try:
-        status, raw = _request(port, "GET", "/v1/models", timeout=timeout)
-        data = json.loads(raw)
-        return str(data["data"][0]["id"]) if status == 200 else None
-    except (OSError, http.client.HTTPException, ValueError, KeyError, IndexError, TypeError):
-        return None
 
 
 @dataclass

@@ -24,7 +24,7 @@ import sys
 # it is imported while the server starts (server._wait_ready), where it costs nothing.
 WARM = ("hexbuild.serve.daemon", "hexbuild.targets.qemu", "hexbuild.targets.forward", "hexbuild.runner.request",
         "hexbuild.runner.install", "hexbuild.toolchain.sysroot", "hexbuild.toolchain.open_image",
-        "hexbuild.deploy.models", "hexbuild.plan.gguf_layout")
+        "hexbuild.deploy.models", "hexbuild.plan.gguf_layout", "hexbuild.serve.probe")
 
 
 class Waiting:

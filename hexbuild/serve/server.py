@@ -71,7 +71,7 @@ def _check_model_on_device(target, model: str, models_dir: str) -> None:
     if "/" in model and not model.startswith("/") or model.startswith("~"):
         raise UsageError(f"model file not found: {model}")
     path = model if model.startswith("/") else posixpath.join(models_dir, model)
-    if target.capture(["test", "-f", path]).rc != 0:
+    if not target.is_file(path):
         raise UsageError(f"model not found: {model} is neither a local file nor in {posixpath.dirname(path)} on {target.spec}",
                          hint="give the local .gguf file (it is pushed once), or hexbuild deploy --model FILE")
 
@@ -254,7 +254,7 @@ def _model_name_asked(port: int) -> Callable[[], str | None]:
     """``/v1/models`` asked from a thread: a function that waits for its answer."""
     import threading
 
-    from .openai_http import model_name
+    from .probe import model_name
 
     answer: list[str | None] = [None]
     asking = threading.Thread(target=lambda: answer.__setitem__(0, model_name(port)), daemon=True)
@@ -267,10 +267,10 @@ def _model_name_asked(port: int) -> Callable[[], str | None]:
 
 
 def _wait_ready(server: Server, req: ServeRequest) -> None:
-    # imported while the server starts, not before it: what ready needs next, the dispatch proof
-    # (results' parsers) and the HTTP client, is ready when the server is
+    # imported while the server starts, not before it: what ready needs next (the dispatch
+    # proof's parsers) is there when the server is
     from ..runner import proof  # noqa: F401
-    from .openai_http import health
+    from .probe import health
 
     begun = time.monotonic()
     deadline = begun + req.ready_timeout

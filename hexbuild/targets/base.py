@@ -165,6 +165,10 @@ class Target(ABC):
     def rename(self, src: str, dst: str) -> None:
         """Atomic rename on the target's filesystem (replaces a file ``dst``)."""
 
+    def is_file(self, remote: str) -> bool:
+        """Whether ``remote`` is a file (or a link to one) on the device."""
+        return self.capture(["test", "-f", remote]).rc == 0
+
     @abstractmethod
     def read_file(self, remote: str) -> bytes | None:
         """The file's bytes, or None when it does not exist."""

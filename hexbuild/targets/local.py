@@ -263,6 +263,9 @@ class LocalTarget(ShellTarget):
                 raise RemoteFailed(f"listing {root} failed on {self.spec}: {e.strerror or e}") from None
         return files
 
+    def is_file(self, remote: str) -> bool:
+        return os.path.isfile(remote)
+
     def read_file(self, remote: str) -> bytes | None:
         try:
             return Path(remote).read_bytes()

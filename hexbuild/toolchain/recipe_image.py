@@ -87,7 +87,15 @@ def package_root(package: str, checkout_dir: str) -> Any:
     checkout = Path(__file__).resolve().parents[2] / checkout_dir
     if checkout_dir and checkout.is_dir():
         return checkout
-    import importlib.resources  # only a wheel's copy needs it: 5 ms of a qemu: serve's start
+    import importlib.util
+
+    # A wheel's copy is a plain folder: found through the import system's spec rather than
+    # importlib.resources (whose import and files() were 5 ms of a qemu: serve's start).
+    spec = importlib.util.find_spec(package)
+    folders = list(spec.submodule_search_locations or []) if spec is not None else []
+    if len(folders) == 1 and Path(folders[0]).is_dir():
+        return Path(folders[0])
+    import importlib.resources  # a zipped or namespace install
 
     return importlib.resources.files(package)
 
