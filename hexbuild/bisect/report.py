@@ -51,10 +51,15 @@ def headline(doc: dict[str, Any]) -> str:
 
 def no_regression(doc: dict[str, Any]) -> str:
     """How the bad end of a bisect that found no regression measured."""
+    from .measure import CONFIRM
+
     step = doc.get("bad_step") or {}
+    interval = step.get("interval")
+    if step.get("verdict") == "good" and doc.get("threshold_source") != "given" and interval:
+        return (f"is not {1 - CONFIRM:.0%} slower than the good one beyond the noise: {step['ratio']:.3f}x, "
+                f"interval {interval[0]:.3f}..{interval[1]:.3f} (a smaller regression: give --threshold RATIO)")
     if step.get("verdict") == "good":
         return "measured good"
-    interval = step.get("interval")
     return ("did not measure slower than the good one beyond the noise"
             + (f": {step['ratio']:.3f}x, interval {interval[0]:.3f}..{interval[1]:.3f}" if interval else ""))
 
