@@ -101,10 +101,13 @@ fi
 
 # --- the Python package ----------------------------------------------------
 # Reinstalled when the dependencies change (pyproject.toml's hash) or another checkout is installed.
+# The installed one is asked from / : from the checkout, `python3 -c` imports the checkout's own
+# hexbuild/ (the working directory comes first on sys.path) and hides an install of another
+# checkout, even one since deleted.
 stamp="$cache/pyproject.sha256"
 want="$(sha256sum "$here/pyproject.toml" | cut -d' ' -f1) $here"
-if ! python3 -c 'import hexbuild, pytest, hypothesis, docker, paramiko, elftools, gguf' 2>/dev/null \
-   || [ "$(python3 -c 'import hexbuild,os;print(os.path.dirname(hexbuild.__file__))' 2>/dev/null)" != "$here/hexbuild" ] \
+if ! (cd / && python3 -c 'import hexbuild, hexbuild.templates, pytest, hypothesis, docker, paramiko, elftools, gguf') 2>/dev/null \
+   || [ "$(cd / && python3 -c 'import hexbuild,os;print(os.path.dirname(hexbuild.__file__))' 2>/dev/null)" != "$here/hexbuild" ] \
    || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   log "pip install -e .[test]"
   python3 -m pip install -q --disable-pip-version-check -e "$here[test]"
