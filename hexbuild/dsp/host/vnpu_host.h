@@ -32,40 +32,8 @@
 #define AEE_ENOSESSION (AEE_EOFFSET + 0x08A)
 #endif
 
-/* ---- wire protocol (little-endian; one message = one packet) ---- */
-enum vnpu_msg_type {
-    VNPU_OPEN = 1,
-    VNPU_INVOKE = 2,
-    VNPU_CLOSE = 3,
-    VNPU_MMAP = 4,
-    VNPU_MUNMAP = 5,
-    VNPU_QUEUE_OPEN = 6,
-    VNPU_QUEUE_CLOSE = 7,
-    VNPU_QUEUE_PACKET = 8,      /* host -> DSP */
-    VNPU_QUEUE_PACKET_DSP = 9,  /* DSP -> host */
-    VNPU_LOG = 10,
-};
-#define VNPU_REPLY 0x80000000u
-
-struct vnpu_hdr {
-    uint32_t type;
-    uint32_t seq;
-    uint32_t len; /* bytes after the header */
-};
-
-struct vnpu_queue_packet {
-    uint64_t queue_id;
-    uint32_t flags;
-    uint32_t n_bufs;
-    uint32_t msg_len;
-} __attribute__((packed));
-
-struct vnpu_wire_buf {
-    int32_t fd;
-    uint32_t flags;
-    uint32_t offset;
-    uint32_t size;
-};
+/* ---- wire protocol: the one the DSP process reads (../vnpu/wire.h) ---- */
+#include "../vnpu/wire.h"
 
 /* ---- logging ---- */
 /* One line on stderr, beginning "hexbuild-vnpu: ". */

@@ -1,6 +1,6 @@
 /* hexbuild virtual NPU: the wire protocol between the host library (libcdsprpc.so stand-in) and
  * the DSP process, over a SOCK_SEQPACKET socket (one message = one packet, little-endian). The
- * contract is issue 36's vnpu-spec; the host side declares the same in host/vnpu_host.h. */
+ * contract is issue 36's vnpu-spec; the host side (host/vnpu_host.h) includes this file. */
 #ifndef HEXBUILD_VNPU_WIRE_H
 #define HEXBUILD_VNPU_WIRE_H
 #include <stdint.h>
