@@ -567,6 +567,12 @@ def _(c):
     return ["test", "kernels", "--source", str(c.request.getfixturevalue("tree_0_3_28")), "--ops", "MUL_MAT"]
 
 
+@case("kernels-image-unknown-method", U, "--method must be one of auto, dockerfile, rootfs")
+def _(c):
+    c.env["DOCKER_HOST"] = f"unix://{c.tmp}/no-engine.sock"  # refused before the engine is asked
+    return ["toolchain", "kernels", "--method", "debootstrap"]
+
+
 # -- the virtual NPU (qemu+npu:) --------------------------------------------------------------------
 def _npu_install(c, skel, *, name: str = "libggml-htp-v73.so") -> str:
     """qemu+npu:DIR with an install hexbuild could have deployed: llama-completion, the host
