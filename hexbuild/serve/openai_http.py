@@ -1,5 +1,6 @@
-"""The few OpenAI-compatible calls hexbuild makes to llama-server (readiness, the model's name,
-a streamed chat), with the standard library's HTTP client: no client library at run time.
+"""The streamed chat hexbuild asks of llama-server, with the standard library's HTTP client: no
+client library at run time. (Readiness and the model's name, asked while a server starts, are
+probe.py's: a plain socket.)
 
 A streamed answer is read as server-sent events (``data: {...}`` lines, ``data: [DONE]`` last).
 Time to first token is measured from sending the request to the first content delta; tokens/s
@@ -16,18 +17,6 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..errors import RemoteFailed
-from .probe import health, model_name  # noqa: F401 (this module's API)
-
-
-def _request(port: int, method: str, path: str, body: dict | None = None, *, timeout: float) -> tuple[int, bytes]:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    try:
-        data = json.dumps(body).encode() if body is not None else None
-        conn.request(method, path, body=data, headers={"Content-Type": "application/json"} if data else {})
-        resp = conn.getresponse()
-        return resp.status, resp.read()
-    finally:
-        conn.close()
 
 
 @dataclass
