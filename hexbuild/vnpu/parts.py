@@ -107,7 +107,7 @@ def ensure_parts(*, client=None, make_images: bool = True) -> VnpuParts:
         parts = VnpuParts(cache_root() / "vnpu" / key)
         if parts.complete():
             return parts
-        from ..kernels.image import image_ref as kernel_ref
+        from ..kernels.image import QEMU_BIN, image_ref as kernel_ref
         from ..toolchain.open_image import image_ref as open_ref
 
         ui.info(f"making the virtual NPU's parts (qemu-hexagon, the DSP runtime, libcdsprpc.so) into {parts.root}")
@@ -115,7 +115,7 @@ def ensure_parts(*, client=None, make_images: bool = True) -> VnpuParts:
         part.mkdir(parents=True)
         try:
             _run(client, kernel_ref(), part, [
-                "sh", "-c", "set -e; cp /opt/hexbuild/bin/qemu-hexagon /out/qemu-hexagon; "
+                "sh", "-c", f"set -e; cp {QEMU_BIN} /out/qemu-hexagon; "
                 + " ".join(_q(a) for a in _runtime_argv())])
             _run(client, open_ref(), part, [
                 # Debian's cross layout (/usr/aarch64-linux-gnu) is found by clang's driver itself
@@ -135,8 +135,9 @@ def ensure_parts(*, client=None, make_images: bool = True) -> VnpuParts:
 
 def _runtime_argv() -> list[str]:
     from ..dsp.build import vnpu_runtime_argv
+    from ..kernels.image import CLANG
 
-    return vnpu_runtime_argv("/out/vnpu-runtime", dsp="/dsp")
+    return vnpu_runtime_argv("/out/vnpu-runtime", dsp="/dsp", clang=CLANG)
 
 
 def _run(client, image: str, out: Path, command: list[str]) -> None:

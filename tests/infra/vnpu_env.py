@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from hexbuild.dsp.build import CFLAGS, VNPU_SOURCES, dsp_root, vnpu_runtime_argv
+from hexbuild.kernels.image import CLANG, QEMU_BIN
 
-CLANG = "clang-21"
 HERE = Path(__file__).resolve().parent.parent / "vnpu"
 # the runtime without its main (vnpu/main.c, session.c, queue.c, loader.c, exports.c): what a
 # Hexagon test program of the runtime's threads and heap links with
@@ -35,7 +35,7 @@ class VnpuEnv:
         self.container = container
         self.work = work
         shutil.copytree(dsp_root(), self.work / "dsp", ignore=shutil.ignore_patterns("__pycache__", "*.py"))
-        self._sh("cp /opt/hexbuild/bin/qemu-hexagon /t/qemu-hexagon")
+        self._sh(f"cp {QEMU_BIN} /t/qemu-hexagon")
         self.qemu = self.work / "qemu-hexagon"
         self.runtime = self._clang(vnpu_runtime_argv(self._inside(self.work / "runtime"), dsp=self._dsp(),
                                                      clang=CLANG), self.work / "runtime")
