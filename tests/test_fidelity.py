@@ -14,6 +14,7 @@ from hexbuild.fidelity import VIRTUAL_DSP
 from hexbuild.targets import parse_target
 from hexbuild.ui import ui
 from tests import elf_factory as ef
+from tests.infra.runner_tools import echo_linux_package
 
 SYSROOT = "/usr/aarch64-linux-gnu"
 MODEL = f"v73 ({VIRTUAL_DSP})"
@@ -26,14 +27,7 @@ def human_lines(err: str) -> list[str]:
 @pytest.fixture
 def linux_pkg(tmp_path, argv_echo_aarch64) -> Path:
     """A Linux package (CPU only) whose programs are the AArch64 argv_echo."""
-    root = tmp_path / "pkg" / "llama.cpp"
-    for d in ("bin", "lib"):
-        (root / d).mkdir(parents=True)
-    for name in ("llama-completion", "llama-cli", "test-backend-ops"):
-        (root / "bin" / name).write_bytes(argv_echo_aarch64.read_bytes())
-        (root / "bin" / name).chmod(0o755)
-    (root / "manifest.json").write_text(json.dumps({"os": "linux"}))
-    return root
+    return echo_linux_package(tmp_path / "pkg" / "llama.cpp", argv_echo_aarch64)
 
 
 @pytest.fixture

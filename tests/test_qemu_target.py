@@ -20,7 +20,7 @@ from hexbuild.errors import EnvironmentMissing, UsageError
 from hexbuild.targets import parse_target
 from hexbuild.targets.qemu import QemuTarget
 from tests import elf_factory as ef
-from tests.infra.runner_tools import decode_echo
+from tests.infra.runner_tools import decode_echo, echo_linux_package
 
 SYSROOT = "/usr/aarch64-linux-gnu"
 NASTY = ["plain", "with space", "it's", 'say "hi"', "$(touch /tmp/pwned)", "`id`", "a;b", "line1\nline2",
@@ -36,14 +36,7 @@ def _isolated(tmp_path, monkeypatch):
 @pytest.fixture
 def linux_pkg(tmp_path, argv_echo_aarch64) -> Path:
     """A Linux package whose programs are the AArch64 argv_echo."""
-    root = tmp_path / "pkg" / "llama.cpp"
-    for d in ("bin", "lib"):
-        (root / d).mkdir(parents=True)
-    for name in ("llama-completion", "llama-cli", "test-backend-ops"):
-        (root / "bin" / name).write_bytes(argv_echo_aarch64.read_bytes())
-        (root / "bin" / name).chmod(0o755)
-    (root / "manifest.json").write_text(json.dumps({"os": "linux"}))
-    return root
+    return echo_linux_package(tmp_path / "pkg" / "llama.cpp", argv_echo_aarch64)
 
 
 def deploy_json(cli, pkg, spec, *more):

@@ -39,6 +39,17 @@ def argv_echo_aarch64(tmp_path_factory) -> Path:
     return out
 
 
+def echo_linux_package(root: Path, echo: Path) -> Path:
+    """A Linux package (CPU only) at ``root`` whose programs are ``echo`` (argv_echo for AArch64)."""
+    for d in ("bin", "lib"):
+        (root / d).mkdir(parents=True)
+    for name in ("llama-completion", "llama-cli", "test-backend-ops"):
+        (root / "bin" / name).write_bytes(echo.read_bytes())
+        (root / "bin" / name).chmod(0o755)
+    (root / "manifest.json").write_text(json.dumps({"os": "linux"}))
+    return root
+
+
 @pytest.fixture(scope="session")
 def fake_llama_bench() -> Path:
     return TOOLS / "fake_llama_bench.sh"
