@@ -67,8 +67,9 @@ kill "$t" 2>/dev/null
 wait "$t" 2>/dev/null
 printf '\n%s\n' "$mark" >&2"""
 
-# Checked every 10 ms for a tenth of a second (llama-server exits within a few tens of ms on
-# SIGTERM, and `serve stop` waits for it), then every 50 ms; SIGKILL after 10 s.
+# On a device: checked every 10 ms for a tenth of a second (llama-server exits within a few tens
+# of ms on SIGTERM, and `serve stop` waits for it), then every 50 ms; SIGKILL after 10 s. (On
+# this machine: hexbuild/pids.py, the same steps in Python.)
 STOP = RUNNING + r"""pid=$1; since=$2
 running "$pid" "$since" || exit 0
 kill -TERM "$pid" 2>/dev/null || exit 0
@@ -104,6 +105,11 @@ def start(target, argv: Sequence[str], *, env: dict[str, str], cwd: str, log: st
 
 def stop(target, pid: int, since: str, *, timeout: float = 30.0) -> None:
     """SIGTERM, then SIGKILL after 10 s; nothing when the PID is gone or is another process."""
+    if target.caps.this_machine:  # its end seen at once (a pidfd), not by sh looking every 10 ms
+        from .. import pids
+
+        pids.stop(pid, since, timeout=timeout)
+        return
     target.capture(["sh", "-c", STOP, "sh", str(pid), since], timeout=timeout)
 
 
@@ -135,10 +141,9 @@ def _end_local(pid: int, since: str) -> None:
 
 
 def _running_local(pid: int, since: str) -> bool:
-    from ..targets.local import process_start
+    from ..pids import running
 
-    start = process_start(pid)
-    return start is not None and (not since or start == since)
+    return running(pid, since)
 
 
 def cut_stream(target, watcher: "Watcher", log: str) -> bytes:

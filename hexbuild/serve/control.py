@@ -20,7 +20,7 @@ import sys
 import time
 from typing import Any
 
-from .. import fidelity
+from .. import fidelity, pids
 from ..errors import EnvironmentMissing, HexbuildError, UsageError
 from ..ui import ui
 from . import prefork
@@ -287,12 +287,8 @@ def stop(recs: list[dict[str, Any]], settings, *, grace: float = 45.0) -> list[d
         port = int(rec["local_port"])
         how = "supervisor"
         if serve_state.supervisor_alive(rec) and rec.get("supervisor_pid") != os.getpid():
-            os.kill(int(rec["supervisor_pid"]), signal.SIGTERM)
-            deadline = time.monotonic() + grace
-            while serve_state.supervisor_alive(rec):  # it removes the record, then exits
-                if time.monotonic() > deadline:
-                    break
-                time.sleep(0.02)
+            # it removes the record, then exits; its end wakes this wait at once (hexbuild/pids.py)
+            pids.terminate(int(rec["supervisor_pid"]), rec.get("supervisor_start"), grace)
         if serve_state.read(port) is not None:
             how = "directly"  # the supervisor is gone (or stuck): undo its work from here
             _stop_orphan(rec, settings)

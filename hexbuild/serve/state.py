@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..paths import state_root
-from ..paths import atomic_write
+from ..paths import atomic_write, state_root
+from ..pids import process_start
 
 
 def state_dir() -> Path:
@@ -43,25 +43,10 @@ def supervisor_log_path(port: int) -> Path:
     return servers_dir() / f"{port}.supervisor.log"
 
 
-def process_start(pid: int) -> str | None:
-    """The process's start time in clock ticks since boot (/proc/PID/stat field 22), or None."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()[19]
-
-
 def supervisor_alive(rec: dict[str, Any]) -> bool:
     """The recorded supervisor still runs (a zombie, exited but not yet reaped, does not)."""
-    pid = rec.get("supervisor_pid")
-    if not isinstance(pid, int):
-        return False
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return False
-    return fields[0] != "Z" and fields[19] == rec.get("supervisor_start")
+    pid, start = rec.get("supervisor_pid"), rec.get("supervisor_start")
+    return isinstance(pid, int) and isinstance(start, str) and process_start(pid) == start
 
 
 def write(rec: dict[str, Any]) -> Path:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from ..errors import EnvironmentMissing, RemoteFailed, UsageError, shell_status
+from ..pids import process_start  # noqa: F401 (this module's API too)
 from ..ui import ui
 from .base import ByteProgress, DeviceInfo, OutputSink, RemoteFile, TargetCaps, TargetKind, TargetSettings
 from .posix import ShellTarget
@@ -61,18 +62,6 @@ def stop_group(p: subprocess.Popen, grace: float = 2.0) -> None:
     finally:
         _signal_group(p, signal.SIGKILL)
         p.wait()
-
-
-def process_start(pid: int) -> str | None:
-    """The start time of process ``pid`` (clock ticks after boot, /proc/PID/stat's 22nd field):
-    with the PID it names one process, even after the PID is reused. None when it is gone or a
-    zombie (ended, not yet reaped)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return fields[19] if len(fields) > 19 and fields[0] != "Z" else None
 
 
 def this_machine() -> tuple[str, int | None]:
