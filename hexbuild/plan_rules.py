@@ -28,14 +28,16 @@ BACKEND_FILE = "ggml/src/ggml-hexagon/ggml-hexagon.cpp"
 HTP_OPS_HEADER = "ggml/src/ggml-hexagon/htp/htp-ops.h"
 VMEM_KNOB = "GGML_HEXAGON_VMEM"
 
-_TYPE_RE = re.compile(r"GGML_TYPE_([A-Z0-9_]+)")
-_IS_REPACK_RE = re.compile(r"bool\s+ggml_hexagon_is_repack_type\s*\([^)]*\)\s*\{(.*?)\n\}", re.S)
-_SET_TENSOR_RE = re.compile(r"void\s+ggml_backend_hexagon_buffer_set_tensor\s*\(.*?switch\s*\(\s*tensor->type\s*\)"
-                            r"\s*\{(.*?)default\s*:", re.S)
-_ROW_LIMIT_RE = re.compile(r"ggml_nrows\s*\(\s*src0\s*\)\s*>\s*([0-9][0-9\s*]*)\)")
-_VMEM_DEFAULT_RE = re.compile(r"#define\s+HTP_OP_MAX_VMEM_DEFAULT\s+\(?\s*(\d+)u?\s*\)?")
-_VMEM_MIB_RE = re.compile(r"str_vmem\s*,\s*NULL\s*,\s*0\s*\)\s*\*\s*MiB")
-_GGML_VERSION_RE = re.compile(r"set\(GGML_VERSION_(MAJOR|MINOR|PATCH)\s+(\d+)\)")
+# Patterns, compiled when a tree is read (re caches them): compiled at import they cost a start of
+# `serve` or `run`, which import this module for the manifest's rules and read no tree, 4 ms.
+_TYPE_RE = r"GGML_TYPE_([A-Z0-9_]+)"
+_IS_REPACK_RE = r"(?s)bool\s+ggml_hexagon_is_repack_type\s*\([^)]*\)\s*\{(.*?)\n\}"
+_SET_TENSOR_RE = (r"(?s)void\s+ggml_backend_hexagon_buffer_set_tensor\s*\(.*?switch\s*\(\s*tensor->type\s*\)"
+                  r"\s*\{(.*?)default\s*:")
+_ROW_LIMIT_RE = r"ggml_nrows\s*\(\s*src0\s*\)\s*>\s*([0-9][0-9\s*]*)\)"
+_VMEM_DEFAULT_RE = r"#define\s+HTP_OP_MAX_VMEM_DEFAULT\s+\(?\s*(\d+)u?\s*\)?"
+_VMEM_MIB_RE = r"str_vmem\s*,\s*NULL\s*,\s*0\s*\)\s*\*\s*MiB"
+_GGML_VERSION_RE = r"set\(GGML_VERSION_(MAJOR|MINOR|PATCH)\s+(\d+)\)"
 
 
 @dataclass(frozen=True)
@@ -78,17 +80,17 @@ def read_rules(root: Path | str, revision: str | None = None) -> PlanRules | Non
     types = _repack_types(text)
     if not types:
         return None
-    m = _ROW_LIMIT_RE.search(text)
+    m = re.search(_ROW_LIMIT_RE, text)
     row_limit = _product(m[1]) if m else 0
     vmem = None
     if f'getenv("{VMEM_KNOB}")' in text:
         default = None
         try:
-            if d := _VMEM_DEFAULT_RE.search((root / HTP_OPS_HEADER).read_text("utf-8", "replace")):
+            if d := re.search(_VMEM_DEFAULT_RE, (root / HTP_OPS_HEADER).read_text("utf-8", "replace")):
                 default = int(d[1])
         except OSError:
             pass
-        vmem = {"env": VMEM_KNOB, "unit": "MiB" if _VMEM_MIB_RE.search(text) else "bytes", "default_bytes": default}
+        vmem = {"env": VMEM_KNOB, "unit": "MiB" if re.search(_VMEM_MIB_RE, text) else "bytes", "default_bytes": default}
     return PlanRules(revision=revision or _ggml_version(root), repack_types=types, row_limit=row_limit,
                      vmem=vmem, origin="source")
 
@@ -109,13 +111,13 @@ def rules_from_manifest(llama_cpp: Mapping[str, Any] | None, origin: str) -> Pla
 
 
 def _repack_types(text: str) -> list[str]:
-    m = _IS_REPACK_RE.search(text) or _SET_TENSOR_RE.search(text)
+    m = re.search(_IS_REPACK_RE, text) or re.search(_SET_TENSOR_RE, text)
     if not m:
         return []
     body = m[1]
-    if m.re is _SET_TENSOR_RE:  # only the case labels: the repack calls name other identifiers
+    if m.re.pattern == _SET_TENSOR_RE:  # only the case labels: the repack calls name other identifiers
         body = " ".join(re.findall(r"case\s+GGML_TYPE_[A-Z0-9_]+\s*:", body))
-    return sorted(set(_TYPE_RE.findall(body)))
+    return sorted(set(re.findall(_TYPE_RE, body)))
 
 
 def _product(expr: str) -> int:
@@ -132,7 +134,7 @@ def _ggml_version(root: Path) -> str | None:
         text = (root / "ggml" / "CMakeLists.txt").read_text("utf-8", "replace")
     except OSError:
         return None
-    parts = dict(_GGML_VERSION_RE.findall(text))
+    parts = dict(re.findall(_GGML_VERSION_RE, text))
     if len(parts) != 3:
         return None
     return f"ggml-{parts['MAJOR']}.{parts['MINOR']}.{parts['PATCH']}"

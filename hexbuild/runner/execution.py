@@ -7,7 +7,6 @@ import json
 import os
 import re
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,6 +102,8 @@ def execute(target, inv: Invocation, *, results_dir: Path, passthrough: bool = T
     stem = stem or f"{_timestamp()}-{_slug(inv.tool)}-{_slug(target.spec)}"
     results_dir.mkdir(parents=True, exist_ok=True)
     log_path = results_dir / f"{stem}.log"
+    import tempfile  # here, not at the top: a server's start imports this module and writes no log (5 ms)
+
     fd, part = tempfile.mkstemp(prefix=f".{log_path.name}.", suffix=".part", dir=results_dir)
     stdout_chunks: list[bytes] = []
     watch = LogWatch(str(log_path), announce=not passthrough or ui.quiet)

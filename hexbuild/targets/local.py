@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import errno
 import os
-import platform
 import selectors
 import signal
 import subprocess
@@ -65,7 +64,7 @@ def stop_group(p: subprocess.Popen, grace: float = 2.0) -> None:
 
 
 def this_machine() -> tuple[str, int | None]:
-    m = platform.machine()
+    m = os.uname().machine  # platform.machine()'s answer, without importing platform
     code = NATIVE.get(m.lower())
     return (ELF_MACHINES.get(code, m) if code else m), code
 
