@@ -114,7 +114,8 @@ def test_a_command_runs_without_importing_the_others(tmp_path):
     code = ("import sys\nfrom hexbuild.cli.main import main\nmain(['config', 'show'])\n"
             "print('MODS', sorted(m for m in sys.modules if m.startswith('hexbuild.cli.')), file=sys.stderr)\n")
     cp = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
-    assert "MODS ['hexbuild.cli.common', 'hexbuild.cli.config', 'hexbuild.cli.main']" in cp.stderr, cp.stderr[-500:]
+    assert "MODS ['hexbuild.cli.common', 'hexbuild.cli.config', 'hexbuild.cli.main', 'hexbuild.cli.outcome']" \
+        in cp.stderr, cp.stderr[-500:]
 
 
 def test_the_exit_skips_collecting_what_start_up_made(tmp_path):
