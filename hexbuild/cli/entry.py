@@ -1,7 +1,8 @@
 """The ``hexbuild`` program: the one place that runs before the command line is parsed.
 
-A ``serve --detach`` forks its supervisor here, before Typer is imported, so that the two
-processes' imports overlap (hexbuild/serve/prefork.py); everything else starts as before.
+A ``serve stop`` is answered here without Typer (fast.py); a ``serve --detach`` forks its
+supervisor here, before Typer is imported, so that the two processes' imports overlap
+(hexbuild/serve/prefork.py); everything else starts as before.
 """
 
 from __future__ import annotations
@@ -10,6 +11,11 @@ import sys
 
 
 def run() -> None:
+    from . import fast
+
+    code = fast.run(sys.argv[1:])
+    if code is not None:
+        sys.exit(code)
     from ..serve import prefork
 
     prefork.begin(sys.argv[1:])

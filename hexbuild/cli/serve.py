@@ -137,14 +137,9 @@ def stop_command(
 ) -> None:
     """Stop servers (also those whose supervisor or forward died): the device process by its
     PID, the forward, the record."""
-    from ..serve import control as serve_control
-    from ..ui import ui
+    from .serve_stop import stop  # (also reached before Typer starts: fast.py)
 
-    s = common.settings()
-    recs = serve_control.select(target=target, port=port, all_=all_)
-    done = serve_control.stop(recs, s)
-    ui.result(done, "\n".join(f"stopped {d['target']} (port {d['local_port']}, PID {d['pid']})" for d in done)
-              or "nothing to stop")
+    stop(target, port, all_)
 
 
 def chat_command(

@@ -15,17 +15,18 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import fidelity, pids
 from ..errors import EnvironmentMissing, HexbuildError, UsageError
 from ..ui import ui
 from . import prefork
 from . import state as serve_state
-from .request import ServeRequest
+
+if TYPE_CHECKING:  # imported when a start needs it: `serve stop` (cli/fast.py) does without
+    from .request import ServeRequest
 
 
 def _rebuild_error(doc: dict[str, Any]) -> HexbuildError:
@@ -64,6 +65,8 @@ def _start_and_wait(req: ServeRequest, values: dict[str, Any], result_file, log_
     if handed is not None:
         ui.detail(f"supervisor PID {handed[0]}: forked before the command line was parsed")
         return _wait(req, _Forked(handed[0]), handed[1], None, result_file, log_path, stream, timeout)
+    import subprocess
+
     ready, ready_w = os.pipe()
     request_file = None
     try:
@@ -91,6 +94,8 @@ def _start_and_wait(req: ServeRequest, values: dict[str, Any], result_file, log_
 def _wait(req: ServeRequest, proc, ready: int, request_file, result_file, log_path, stream: bool,
           timeout: float | None) -> dict[str, Any]:
     """The supervisor ``proc`` waited for: its record once the server is ready, else its error."""
+    import subprocess
+
     ui.detail(f"the supervisor's log: {log_path}")
     offset = 0
     deadline = None if timeout is None else time.monotonic() + timeout
@@ -171,6 +176,8 @@ class _Forked:
         deadline = None if timeout is None else time.monotonic() + timeout
         while self.poll() is None:
             if deadline is not None and time.monotonic() > deadline:
+                import subprocess
+
                 raise subprocess.TimeoutExpired("serve supervisor", timeout or 0)
             time.sleep(0.05)
         return self.returncode  # type: ignore[return-value]

@@ -1,0 +1,95 @@
+"""`serve stop` read before Typer is imported (hexbuild/cli/fast.py): the shapes it reads and the
+ones it leaves to Typer, its answers word for word those of the Typer command (the program run
+both ways), with a real server stopped, and no Typer imported on the way."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from hexbuild.cli.fast import serve_stop_words
+from tests.infra.devices import free_port
+from tests.test_run_device import populate
+from tests.test_serve import pid_alive
+
+NO_FLAGS = {"json": False, "quiet": False, "verbose": 0, "config": None}
+
+
+@pytest.mark.parametrize("argv, flags, opts", [
+    (["serve", "stop"], {}, {}),
+    (["serve", "stop", "--port", "8080"], {}, {"port": 8080}),
+    (["--json", "serve", "-v", "stop", "--port=9", "-vv"], {"json": True, "verbose": 2}, {"port": 9}),
+    (["-v", "serve", "-v", "stop", "-v"], {"verbose": 1}, {}),  # one -v per command: the most of them counts
+    (["serve", "stop", "-t", "qemu:/x", "--all", "-q"], {"quiet": True}, {"target": "qemu:/x", "all_": True}),
+    (["serve", "stop", "--target=adb", "--config", "h.toml"], {"config": "h.toml"}, {"target": "adb"}),
+])
+def test_the_shapes_it_reads(argv, flags, opts):
+    assert serve_stop_words(argv) == ({**NO_FLAGS, **flags}, {"target": None, "port": None, "all_": False, **opts})
+
+
+@pytest.mark.parametrize("argv", [
+    ["serve", "stop", "--help"], ["serve", "stop", "-h"], ["--version"], ["serve"], ["serve", "status"],
+    ["serve", "stop", "--port", "x"], ["serve", "stop", "--port", "-1"], ["serve", "stop", "--port"],
+    ["serve", "stop", "--port", "1", "--port", "2"], ["serve", "stop", "-tadb"], ["serve", "stop", "--target="],
+    ["serve", "-t", "adb", "stop"], ["serve", "--port", "1", "stop"], ["serve", "stop", "extra"],
+    ["serve", "stop", "--", "x"], ["serve", "stop", "-qv"], ["serve", "stop", "--all", "--all"],
+    ["serve", "stop", "--por", "1"], ["--json=1", "serve", "stop"], ["deploy", "stop"],
+])
+def test_everything_else_is_left_to_typer(argv):
+    assert serve_stop_words(argv) is None
+
+
+def _both(argv: list[str], cwd, env=None) -> tuple[subprocess.CompletedProcess, subprocess.CompletedProcess]:
+    fast = subprocess.run([sys.executable, "-m", "hexbuild", *argv], capture_output=True, text=True, cwd=cwd,
+                          env=env, timeout=120)
+    typer_only = subprocess.run([sys.executable, "-c", "from hexbuild.cli.main import run; run()", *argv],
+                                capture_output=True, text=True, cwd=cwd, env=env, timeout=120)
+    return fast, typer_only
+
+
+@pytest.mark.parametrize("argv", [
+    ["serve", "stop"], ["--json", "serve", "stop"], ["serve", "stop", "--port", "1"],
+    ["serve", "stop", "--port=1", "--json"], ["-q", "serve", "stop", "-t", "qemu:/nowhere"],
+    ["serve", "--json", "stop", "--target=local:/x", "--all"], ["serve", "stop", "--config", "missing.toml"],
+    ["serve", "stop", "--port", "x"],  # Typer's on both ways
+])
+def test_its_answers_are_typers(argv, serve_state, tmp_path):
+    fast, typer_only = _both(argv, tmp_path)
+    assert (fast.returncode, fast.stdout, fast.stderr) == (typer_only.returncode, typer_only.stdout, typer_only.stderr)
+    assert "Traceback" not in fast.stderr
+
+
+def test_with_v_it_says_so_and_ends_as_typers(serve_state, tmp_path):
+    fast, typer_only = _both(["-v", "serve", "stop", "--port", "1"], tmp_path)
+    assert "read before Typer was imported" in fast.stderr and "read before" not in typer_only.stderr
+    assert fast.returncode == typer_only.returncode == 2
+    assert fast.stderr.splitlines()[-2:] == typer_only.stderr.splitlines()[-2:]  # the error and its hint, after the traceback
+
+
+def test_a_real_server_stopped_both_ways(serve_state, http_stand_in, tiny_gguf, tmp_path):
+    dest = str(tmp_path / "inst" / "llama.cpp")
+    populate(f"local:{dest}", dest, {"llama-server": http_stand_in})
+    for program in (["-m", "hexbuild"], ["-c", "from hexbuild.cli.main import run; run()"]):  # fast.py, Typer
+        port = free_port()
+        start = subprocess.run([sys.executable, "-m", "hexbuild", "--json", "-q", "serve", "-t", f"local:{dest}",
+                                "--model", str(tiny_gguf), "--models-dir", str(tmp_path / "m"), "--port", str(port),
+                                "--detach"], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        assert start.returncode == 0, start.stderr
+        ready = json.loads(start.stdout)
+        stop = subprocess.run([sys.executable, *program, "--json", "serve", "stop", "--port", str(port)],
+                              capture_output=True, text=True, cwd=tmp_path, timeout=120)
+        assert stop.returncode == 0, stop.stderr
+        assert json.loads(stop.stdout) == [{"target": f"local:{dest}", "local_port": port, "pid": ready["pid"],
+                                            "stopped": "supervisor"}]
+        assert not pid_alive(ready["pid"]) and not pid_alive(ready["supervisor_pid"])
+    assert list(serve_state.glob("*.json")) == []
+
+
+def test_no_typer_is_imported(serve_state, tmp_path):
+    cp = subprocess.run([sys.executable, "-X", "importtime", "-m", "hexbuild", "serve", "stop"], capture_output=True,
+                        text=True, cwd=tmp_path, timeout=60)
+    assert cp.returncode == 0 and cp.stdout == "nothing to stop\n", cp.stderr[-2000:]
+    imported = [line.rsplit("|", 1)[-1].strip() for line in cp.stderr.splitlines() if line.startswith("import time:")]
+    assert "hexbuild.cli.serve_stop" in imported
+    assert not [m for m in imported if m == "typer" or m.startswith(("typer.", "click"))]
