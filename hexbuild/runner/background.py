@@ -17,6 +17,7 @@ import threading
 from collections import deque
 from typing import Callable, Sequence
 
+from .. import pids
 from ..errors import HexbuildError, RemoteFailed
 
 # Printed by WATCH on stderr once the program is gone: a stream that ends without it was cut.
@@ -106,8 +107,6 @@ def start(target, argv: Sequence[str], *, env: dict[str, str], cwd: str, log: st
 def stop(target, pid: int, since: str, *, timeout: float = 30.0) -> None:
     """SIGTERM, then SIGKILL after 10 s; nothing when the PID is gone or is another process."""
     if target.caps.this_machine:  # its end seen at once (a pidfd), not by sh looking every 10 ms
-        from .. import pids
-
         pids.stop(pid, since, timeout=timeout)
         return
     target.capture(["sh", "-c", STOP, "sh", str(pid), since], timeout=timeout)
@@ -133,17 +132,11 @@ def log_rest(target, log: str, offset: int, *, limit: int | None = None,
 
 
 def _end_local(pid: int, since: str) -> None:
-    if _running_local(pid, since):
+    if pids.running(pid, since):
         try:
             os.kill(pid, signal.SIGTERM)
         except OSError:  # gone already
             pass
-
-
-def _running_local(pid: int, since: str) -> bool:
-    from ..pids import running
-
-    return running(pid, since)
 
 
 def cut_stream(target, watcher: "Watcher", log: str) -> bytes:
@@ -236,7 +229,7 @@ class Watcher:
             while not self._stop.is_set():
                 if self.catch_up():
                     continue
-                if not _running_local(self.pid, self.since):
+                if not pids.running(self.pid, self.since):
                     self.catch_up()  # what it wrote as it ended
                     self.exited = True
                     return

@@ -31,9 +31,7 @@ def _terminate(signum, frame):
 
 def main(request_file: str, ready_fd: str | None = None) -> int:
     doc = json.loads(Path(request_file).read_text())
-    raw = doc["request"]
-    raw["knobs"] = [tuple(k) for k in raw.get("knobs") or []]
-    return serve(ServeRequest(**raw), doc["settings"], Path(doc["result"]),
+    return serve(ServeRequest.from_json(doc["request"]), doc["settings"], Path(doc["result"]),
                  int(ready_fd) if ready_fd is not None else None)
 
 

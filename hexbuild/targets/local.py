@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from ..errors import EnvironmentMissing, RemoteFailed, UsageError, shell_status
-from ..pids import process_start  # noqa: F401 (this module's API too)
+from ..pids import process_start
 from ..ui import ui
 from .base import ByteProgress, DeviceInfo, OutputSink, RemoteFile, TargetCaps, TargetKind, TargetSettings
 from .posix import ShellTarget
