@@ -50,6 +50,18 @@ def lab_run(cli, tmp_path, package, *words, extra_opts=(), json_out=True):
     return cli(*argv)
 
 
+def perf_of(doc: dict) -> dict:
+    """The run's perf section; when there is none, the failure shows what the job's log held."""
+    perf = (doc.get("results") or {}).get("perf")
+    if not perf:
+        step = Path(doc["log"]).read_text(errors="replace") if doc.get("log") else "(no step log)"
+        lava = doc.get("job", {}).get("lava_log")
+        tail = "".join(Path(lava).read_text(errors="replace").splitlines(True)[-60:]) if lava else "(no LAVA log)"
+        pytest.fail(f"no perf section in job {doc.get('job', {}).get('id')}'s results\n--- the step's output:\n"
+                    f"{step}\n--- the end of the LAVA log:\n{tail}")
+    return perf
+
+
 def docs(out: str) -> list[dict]:
     dec, i, found = json.JSONDecoder(), 0, []
     while i < len(out.strip()):
@@ -71,7 +83,7 @@ def test_a_completion_job_is_the_document_of_hexbuild_run(cli, lab, tmp_path, re
     assert doc["target"] == f"lava:{job['device']}" and doc["cwd"].startswith(f"/lava-{job['id']}/")
     assert set(doc) - {"job", "job_url"} == RUN_KEYS
     assert doc["exit_code"] == 0 and doc["argv"][0] == "./bin/llama-completion"
-    perf = doc["results"]["perf"]
+    perf = perf_of(doc)
     assert perf["eval"]["runs"] == 15 and perf["eval"]["tokens_per_second"] > 0
     assert doc["dispatch"]["cpu_only"] is True  # the open toolchain's package has no NPU libraries
     assert [n for n in doc["notes"] if "runs on the CPU only" in n] and doc["warnings"] == []  # a note: chosen
@@ -218,17 +230,21 @@ def test_published_tarball_and_a_model_the_board_downloads(cli, lab, tmp_path, r
 
 
 def test_status_cancel_and_results_of_a_job(cli, lab, tmp_path, real_linux_package, tiny_gguf):
-    r = lab_run(cli, tmp_path, real_linux_package, "completion", "-t", "2", "-n", "4", "-p", PROMPT,
+    # the echoed prompt reaches the log as PyYAML escapes JSON does not know (\\_, \\L, \\a)
+    prompt = "The quick\xa0brown fox\u2028jumps over the lazy\x07 dog"
+    r = lab_run(cli, tmp_path, real_linux_package, "completion", "-t", "2", "-n", "4", "-p", prompt,
                 extra_opts=["--model", str(tiny_gguf)])
     assert r.rc == 0, r.err
     first = r.json
+    assert prompt in Path(first["log"]).read_text(), "the line with the prompt was lost"
+    perf = perf_of(first)
     st = cli("--json", "lab", "status", first["job_url"])
     assert st.rc == 0 and st.json["jobs"][0]["health"] == "Complete"
     again = cli("--json", "lab", "results", str(first["job"]["id"]), "--results-dir", str(tmp_path / "again"))
     assert again.rc == 0, again.err
     assert {k: again.json[k] for k in ("argv", "env", "cwd", "exit_code")} == \
         {k: first[k] for k in ("argv", "env", "cwd", "exit_code")}
-    assert again.json["results"]["perf"] == first["results"]["perf"]
+    assert perf_of(again.json) == perf
     # cancel: a job that waits for a board nobody has
     q = lab_run(cli, tmp_path, real_linux_package, "completion", extra_opts=["--device-type", lab.queue_type,
                                                                              "--queue-timeout", "1"])

@@ -80,11 +80,20 @@ def run_job(tmp_path: Path, req: lab_plan.LabRequest, *, exit_code: int = 0):
     cp = subprocess.run(["sh", f"./{jobmod.SCRIPT}"], cwd=jobdir, capture_output=True, env=env, timeout=120)
     assert cp.returncode == 0, cp.stderr.decode()
     t0 = datetime(2026, 11, 25, tzinfo=timezone.utc)
-    log = "".join(f"- {json.dumps({'dt': (t0 + timedelta(milliseconds=i)).isoformat(), 'lvl': 'target', 'msg': line})}\n"
+    log = "".join(f"- {lava_line((t0 + timedelta(milliseconds=i)).isoformat(), line)}\n"
                   for i, line in enumerate(cp.stdout.decode("utf-8", "replace").split("\n")))
     tests = [{"name": n, "result": r, "measurement": m, "unit": u, "metadata": f"definition: 0_hexbuild\ncase: {n}\n"}
              for n, r, m, u in (line.split("\t") for line in cases.read_text().splitlines())] if cases.exists() else []
     return request, log, tests, jobdir
+
+
+def lava_line(dt: str, line: str) -> str:
+    """One line of the board's output as LAVA logs it: the escape character removed
+    (lava_dispatcher's ShellLogger), written by PyYAML as lava_common.log's ``dump`` calls it."""
+    import yaml
+
+    data = {"dt": dt, "lvl": "target", "msg": line.replace("\x1b", "")}
+    return yaml.safe_dump(data, default_flow_style=True, default_style='"', width=10**5)[:-1]
 
 
 def lava_timeout_problems(job: dict) -> list[str]:
@@ -172,6 +181,26 @@ def test_a_completion_job_runs_the_rendered_command_exactly(tmp_path, package):
     assert set(doc) >= {"target", "tool", "argv", "env", "cwd", "exit_code", "duration_s", "log", "results", "dispatch"}
     assert Path(doc["log"]).read_bytes() == parsed.steps["run"].output
     assert "argv_echo" in human
+
+
+def test_any_character_the_program_prints_is_read_back_from_the_log(tmp_path, package):
+    # PyYAML writes these as escapes JSON does not know (\\_ \\a \\L \\N \\x01 \\0 \\v \\U0001F600…):
+    # a line read as JSON alone was dropped, and with it a step marker or a perf line
+    odd = ["nb\xa0sp bell\x07 ls\u2028 nel\x85 ps\u2029", "ctl\x01\x02\x7f vt\x0b ff\x0c",
+           "esc\x1b[0m gone", "emoji \U0001F600 \\e \\_ not escapes", 'q"uote\\ \ufffd']
+    program = package / "bin" / "llama-completion"
+    program.write_bytes(b"#!/bin/sh\nprintf '%s\\n' " + b" ".join(
+        b"'" + line.encode() + b"'" for line in odd) + b" \\\n  'llama_perf_context_print:        eval time ="
+        b"     257.56 ms /     3 runs   (   85.85 ms per token,    11.65 tokens per second)'\n")
+    request, log, tests, _ = run_job(tmp_path, lab_plan.LabRequest(kind="completion", package=package))
+    assert "\\_" in log and "\\L" in log and "\\x01" in log  # the escapes are there to read
+    parsed = joblog.parse(log)
+    assert parsed.steps["run"].lines[:-1] == [line.replace("\x1b", "") for line in odd]
+    assert parsed.steps["run"].exit_code == 0
+    doc, error, _ = outcome.map_job(request, parsed, tests, spec="lava:b", results_dir=tmp_path, stem="j")
+    assert doc["results"]["perf"]["eval"]["tokens_per_second"] == 11.65
+    # a NUL cannot be a shell word; and a line that is no YAML LAVA writes is left out, not misread
+    assert [e["msg"] for e in joblog.entries("- " + lava_line("t", "a\x00b") + '\n- {"msg": "\\q"}\n')] == ["a\x00b"]
 
 
 def test_the_program_exit_code_is_the_test_case_measurement(tmp_path, package):

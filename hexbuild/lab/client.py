@@ -154,7 +154,10 @@ class LavaClient:
     def logs(self, job_id: int, *, start: int = 0) -> str:
         """The job's log (LAVA's YAML, one entry per line) from line ``start``."""
         params = {"start": start} if start else None
-        return self._call("GET", f"jobs/{job_id}/logs/", params=params, timeout=max(self.timeout, 120.0)).text
+        r = self._call("GET", f"jobs/{job_id}/logs/", params=params, timeout=max(self.timeout, 120.0))
+        # LAVA writes UTF-8 and says no charset: requests would guess one by reading the whole log
+        r.encoding = "utf-8"
+        return r.text
 
     def device(self, hostname: str) -> dict[str, Any]:
         return self._json("GET", f"devices/{hostname}/")

@@ -3,8 +3,11 @@ line, each a flow mapping ``{"dt": TIME, "lvl": LEVEL, "msg": …}``. The board'
 the job script (job.py) frames each step's output between markers, and prints the job's
 directory and its request first.
 
-No YAML library: the lines are JSON except for LAVA's ``! "…"`` tags on the numbers of
-``results`` entries, which are undone before reading.
+No YAML library: each line is a YAML flow mapping of double-quoted scalars (lava_common's
+``dump``), which JSON reads once LAVA's ``! "…"`` tags on the numbers of ``results`` entries are
+undone and YAML's own escapes are made JSON's. The board's output can hold any character: PyYAML
+writes a no-break space as ``\_``, a bell as ``\a``, U+2028 as ``\L``, a control byte as
+``\x01``, none of which JSON knows.
 """
 
 from __future__ import annotations
@@ -21,6 +24,11 @@ _BEGIN = re.compile(r"^<<hexbuild-step (\S+) begin>>$")
 _END = re.compile(r"^<<hexbuild-step (\S+) end (\d+)>>$")
 _DIR = re.compile(r"^<<hexbuild-job-dir (.+)>>$")
 _REQUEST = re.compile(r"^<<hexbuild-request (\{.*\})>>$")
+# a YAML double-quoted escape: \xXX, \uXXXX, \UXXXXXXXX, or one character (YAML 1.1, 5.7)
+_YAML_ESCAPE = re.compile(r"\\(x[0-9A-Fa-f]{2}|u[0-9A-Fa-f]{4}|U[0-9A-Fa-f]{8}|.)", re.DOTALL)
+_YAML_SINGLE = {"0": "\0", "a": "\a", "b": "\b", "t": "\t", "\t": "\t", "n": "\n", "v": "\v", "f": "\f",
+                "r": "\r", "e": "\x1b", " ": " ", '"': '"', "/": "/", "\\": "\\", "N": "\x85",
+                "_": "\xa0", "L": "\u2028", "P": "\u2029"}
 
 
 @dataclass
@@ -66,11 +74,25 @@ def entries(text: str) -> Iterator[dict[str, Any]]:
             entry = json.loads(body)
         except ValueError:
             try:
-                entry = json.loads(body.replace(': ! "', ': "'))
+                entry = json.loads(_as_json(body.replace(': ! "', ': "')))
             except ValueError:
                 continue
         if isinstance(entry, dict):
             yield entry
+
+
+def _as_json(body: str) -> str:
+    """A line of double-quoted YAML scalars as JSON: each escape as the character it stands for,
+    written the way JSON escapes it."""
+    def one(m: re.Match) -> str:
+        code = m.group(1)
+        if len(code) > 1:  # \xXX, \uXXXX, \UXXXXXXXX
+            return json.dumps(chr(int(code[1:], 16)))[1:-1]
+        if code not in _YAML_SINGLE:
+            raise ValueError(f"no YAML escape \\{code}")
+        return json.dumps(_YAML_SINGLE[code])[1:-1]
+
+    return _YAML_ESCAPE.sub(one, body)
 
 
 def _when(entry: dict[str, Any]) -> datetime | None:
