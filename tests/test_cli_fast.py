@@ -1,6 +1,6 @@
-"""`serve stop` read before Typer is imported (hexbuild/cli/fast.py): the shapes it reads and the
-ones it leaves to Typer, its answers word for word those of the Typer command (the program run
-both ways), with a real server stopped, and no Typer imported on the way."""
+"""`serve stop` and `--version` read before Typer is imported (hexbuild/cli/fast.py): the shapes
+it reads and the ones it leaves to Typer, its answers word for word those of the Typer command
+(the program run both ways), with a real server stopped, and no Typer imported on the way."""
 
 import json
 import subprocess
@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from hexbuild.cli.fast import serve_stop_words
+from hexbuild.cli.fast import serve_stop_words, version_words
 from tests.infra.devices import free_port
 from tests.test_run_device import populate
 from tests.test_serve import pid_alive
@@ -40,6 +40,16 @@ def test_everything_else_is_left_to_typer(argv):
     assert serve_stop_words(argv) is None
 
 
+@pytest.mark.parametrize("argv, found", [
+    (["--version"], {"json": False}), (["--json", "--version"], {"json": True}),
+    (["-q", "--version", "--quiet"], {"json": False}), (["--version", "--json", "-q"], {"json": True}),
+    (["--version", "--version"], None), (["-v", "--version"], None), (["--version", "serve"], None),
+    (["serve", "--version"], None), (["--json", "--json", "--version"], None), (["--version=1"], None), ([], None),
+])
+def test_the_version_shapes_it_reads(argv, found):
+    assert version_words(argv) == found
+
+
 def _both(argv: list[str], cwd, env=None) -> tuple[subprocess.CompletedProcess, subprocess.CompletedProcess]:
     fast = subprocess.run([sys.executable, "-m", "hexbuild", *argv], capture_output=True, text=True, cwd=cwd,
                           env=env, timeout=120)
@@ -53,6 +63,7 @@ def _both(argv: list[str], cwd, env=None) -> tuple[subprocess.CompletedProcess, 
     ["serve", "stop", "--port=1", "--json"], ["-q", "serve", "stop", "-t", "qemu:/nowhere"],
     ["serve", "--json", "stop", "--target=local:/x", "--all"], ["serve", "stop", "--config", "missing.toml"],
     ["serve", "stop", "--port", "x"],  # Typer's on both ways
+    ["--version"], ["--json", "--version"], ["--version", "-q", "--json"], ["-v", "--version"],
 ])
 def test_its_answers_are_typers(argv, serve_state, tmp_path):
     fast, typer_only = _both(argv, tmp_path)
@@ -86,10 +97,16 @@ def test_a_real_server_stopped_both_ways(serve_state, http_stand_in, tiny_gguf, 
     assert list(serve_state.glob("*.json")) == []
 
 
-def test_no_typer_is_imported(serve_state, tmp_path):
-    cp = subprocess.run([sys.executable, "-X", "importtime", "-m", "hexbuild", "serve", "stop"], capture_output=True,
+@pytest.mark.parametrize("argv, out, module", [
+    (["serve", "stop"], "nothing to stop\n", "hexbuild.cli.serve_stop"),
+    (["--version"], None, "hexbuild.cli.fast"),
+])
+def test_no_typer_is_imported(serve_state, tmp_path, argv, out, module):
+    from hexbuild import __version__
+
+    cp = subprocess.run([sys.executable, "-X", "importtime", "-m", "hexbuild", *argv], capture_output=True,
                         text=True, cwd=tmp_path, timeout=60)
-    assert cp.returncode == 0 and cp.stdout == "nothing to stop\n", cp.stderr[-2000:]
+    assert cp.returncode == 0 and cp.stdout == (out or f"hexbuild {__version__}\n"), cp.stderr[-2000:]
     imported = [line.rsplit("|", 1)[-1].strip() for line in cp.stderr.splitlines() if line.startswith("import time:")]
-    assert "hexbuild.cli.serve_stop" in imported
+    assert module in imported
     assert not [m for m in imported if m == "typer" or m.startswith(("typer.", "click"))]

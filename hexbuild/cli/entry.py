@@ -1,6 +1,6 @@
 """The ``hexbuild`` program: the one place that runs before the command line is parsed.
 
-A ``serve stop`` is answered here without Typer (fast.py); a ``serve --detach`` forks its
+A ``serve stop`` or ``--version`` is answered here without Typer (fast.py); a ``serve --detach`` forks its
 supervisor here, before Typer is imported, so that the two processes' imports overlap
 (hexbuild/serve/prefork.py); everything else starts as before.
 """
