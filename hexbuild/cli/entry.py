@@ -15,6 +15,9 @@ def run() -> None:
 
     code = fast.run(sys.argv[1:])
     if code is not None:
+        import gc
+
+        gc.freeze()  # as main.run does: no cycle collection over every object at exit (3 ms of a stop)
         sys.exit(code)
     from ..serve import prefork
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -70,10 +69,4 @@ def _parse_oses(values: list[str]) -> list[str]:
         raise UsageError("--os names no OS")
     return out
 
-
-
-def _with(settings: Settings, values: dict[str, Any]) -> Settings:
-    """A copy of ``settings`` with some values set as if by flags."""
-    return dataclasses.replace(settings, values={**settings.values, **values},
-                               origins={**settings.origins, **{k: "flag" for k in values}})
 

@@ -14,7 +14,7 @@ from .. import __version__, ci, errors
 from ..config import Settings
 from ..errors import HexbuildError
 from ..ui import human_size, ui
-from .options import MANIFEST, SCHEMA, SUMS, ReleaseOptions, _with
+from .options import MANIFEST, SCHEMA, SUMS, ReleaseOptions
 from .report import Stage, _annotate_each, _Built, _verify_summary, _verify_text
 
 # A smoke command is a quick check, not a benchmark; its log's tail is shown in the CI log.
@@ -48,7 +48,7 @@ class ReleaseStages:
             return
         from ..build import BuildOptions, run_build
 
-        opts = BuildOptions.from_settings(_with(self.settings, {"build.os": os_name}))
+        opts = BuildOptions.from_settings(self.settings.with_flags({"build.os": os_name}))
         opts.force = self.opts.force
         try:
             result = run_build(opts)
