@@ -12,6 +12,8 @@ from hexbuild import __version__, errors
 def test_version(cli):
     r = cli("--version")
     assert r.rc == 0 and r.out.strip() == f"hexbuild {__version__}"
+    r = cli("--json", "--version")
+    assert r.rc == 0 and r.json == {"version": __version__}
 
 
 def test_help_lists_commands(cli):

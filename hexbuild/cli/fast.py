@@ -79,18 +79,23 @@ def version_words(argv: list[str]) -> dict | None:
     return {"json": "--json" in argv}
 
 
+def print_version(*, as_json: bool) -> None:
+    """What ``--version`` prints, here and in main.py's callback."""
+    from .. import __version__
+
+    if as_json:
+        import json
+
+        print(json.dumps({"version": __version__}))
+    else:
+        print(f"hexbuild {__version__}")
+
+
 def run(argv: list[str]) -> int | None:
     """The exit code of ``argv`` when this module answers it; None when Typer is to."""
     version = version_words(argv)
     if version is not None:
-        from .. import __version__
-
-        if version["json"]:  # what main.py's --version callback prints
-            import json
-
-            print(json.dumps({"version": __version__}))
-        else:
-            print(f"hexbuild {__version__}")
+        print_version(as_json=version["json"])
         return 0
     read = serve_stop_words(argv)
     if read is None:

@@ -13,14 +13,13 @@ import functools
 import gc
 import importlib
 import inspect
-import json
 import signal
 import sys
 from typing import Any, Callable, Optional
 
 import typer
 
-from .. import __version__, errors
+from .. import errors
 from ..ui import ui
 from . import outcome
 from .common import state
@@ -48,10 +47,9 @@ app = new_app()
 
 def _version(value: bool) -> None:
     if value:
-        if ui.json:
-            print(json.dumps({"version": __version__}))
-        else:
-            print(f"hexbuild {__version__}")
+        from .fast import print_version
+
+        print_version(as_json=ui.json)
         raise typer.Exit()
 
 

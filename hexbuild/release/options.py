@@ -68,5 +68,3 @@ def _parse_oses(values: list[str]) -> list[str]:
     if not out:
         raise UsageError("--os names no OS")
     return out
-
-
