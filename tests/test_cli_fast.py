@@ -111,3 +111,4 @@ def test_no_typer_is_imported(serve_state, tmp_path, argv, out, module):
     assert module in imported
     assert not [m for m in imported if m == "typer" or m.startswith(("typer.", "click"))]
     assert "dataclasses" not in imported  # and inspect, ast, dis with it: 7 ms of a stop
+    assert "hexbuild.config" not in imported  # a stop by the supervisor reads no settings (control.stop)

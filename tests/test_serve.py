@@ -35,9 +35,10 @@ def port_free(port: int) -> bool:
 def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (ProcessLookupError, FileNotFoundError):  # gone, or reaped between the two looks
         return False
-    return Path(f"/proc/{pid}").exists() and "Z" not in Path(f"/proc/{pid}/stat").read_text().split()[2]
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def openai_round_trip(url: str) -> None:
@@ -273,6 +274,31 @@ def test_stop_cleans_up_after_a_dead_supervisor(cli, serve_state, local_install,
     stop = cli("--json", "serve", "stop", "-t", spec)
     assert stop.rc == 0 and stop.json[0]["stopped"] == "directly"
     assert not pid_alive(r.json["pid"]) and port_free(port)
+
+
+def test_a_broken_config_keeps_no_server_from_stopping(cli, serve_state, local_install, tiny_gguf, tmp_path):
+    """A supervisor stops its own server: `serve stop` reads no settings for that, so a broken
+    config file neither fails nor slows it. Stopping an orphan from here needs them: that stop
+    says what is wrong with the file."""
+    spec, _ = local_install
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[run\n")
+    ports = free_port(), free_port()
+    started = [serve_detach(cli, spec, tiny_gguf, p, "--models-dir", str(tmp_path / "m")) for p in ports]
+    assert all(r.rc == 0 for r in started), [r.err for r in started]
+    stop = cli("--json", "serve", "stop", "--port", str(ports[0]), "--config", str(bad))
+    assert stop.rc == 0 and stop.json[0]["stopped"] == "supervisor", stop.err
+    assert not pid_alive(started[0].json["pid"])
+    os.kill(started[1].json["supervisor_pid"], signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while pid_alive(started[1].json["supervisor_pid"]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    refused = cli("--json", "serve", "stop", "--port", str(ports[1]), "--config", str(bad))
+    assert refused.rc == 2 and refused.json["error"]["type"] == "config" and "bad.toml" in refused.json["error"]["message"]
+    assert pid_alive(started[1].json["pid"])  # nothing was stopped on a guess
+    stop = cli("--json", "serve", "stop", "--port", str(ports[1]))
+    assert stop.rc == 0 and stop.json[0]["stopped"] == "directly", stop.err
+    assert not pid_alive(started[1].json["pid"]) and port_free(ports[1])
 
 
 def serve_until_lost(args: list[str], port: int, fault) -> tuple[int, str]:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..config import Settings, load
+if TYPE_CHECKING:  # imported when settings are read: `serve stop` may need none (serve_stop.py)
+    from ..config import Settings
 
 
 class State:
@@ -18,6 +19,8 @@ state = State()
 def settings(**flags: Any) -> Settings:
     """Settings for this invocation; ``flags`` are dotted keys (``build.os``) → flag values,
     where None means the flag was not given."""
+    from ..config import load
+
     return load(flags=flags, config_file=state.config_file)
 
 

@@ -10,8 +10,7 @@ def stop(target: str | None, port: int | None, all_: bool) -> None:
     from ..serve import control as serve_control
     from ..ui import ui
 
-    s = common.settings()
     recs = serve_control.select(target=target, port=port, all_=all_)
-    done = serve_control.stop(recs, s)
+    done = serve_control.stop(recs, common.settings)
     ui.result(done, "\n".join(f"stopped {d['target']} (port {d['local_port']}, PID {d['pid']})" for d in done)
               or "nothing to stop")
