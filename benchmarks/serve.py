@@ -1,6 +1,7 @@
 """What `hexbuild serve` costs against starting the server by hand, measured in one run.
 
-Time to ready, medians of alternating pairs (by hand, then hexbuild; the next pair the other way):
+Time to ready, medians of alternating pairs (by hand, then hexbuild; the next pair the other way),
+the ratio's with its 95% confidence interval (order statistics: no assumption about the spread):
 - qemu: the real llama-server of the 0.3.28 tree's open build (the test cache's, built by
   tests/infra/real_build.py when missing) with the tiny real GGUF, deployed once into a qemu:
   directory. hexbuild: `hexbuild serve --target qemu:DIR --model tiny.gguf --port P --detach`
@@ -30,6 +31,7 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import math
 import os
 import shlex
 import shutil
@@ -84,6 +86,17 @@ def med(xs) -> float:
     return statistics.median(xs)
 
 
+def median_ci(xs, level: float = 0.95) -> tuple[float, float]:
+    """The order statistics that hold the true median with at least ``level`` probability
+    (binomial, whatever the distribution): how far a median of this many pairs can be trusted."""
+    s, n = sorted(xs), len(xs)
+    tail, k = 0.0, 0
+    while k < n // 2 and tail + math.comb(n, k) / 2 ** n <= (1 - level) / 2:
+        tail += math.comb(n, k) / 2 ** n
+        k += 1
+    return (s[0], s[-1]) if k == 0 else (s[k - 1], s[n - k])
+
+
 class Target:
     """One target's two ways to start (``by_hand`` and ``hexbuild``, each returning
     (seconds to ready, seconds to stop)), measured in alternating pairs."""
@@ -133,6 +146,7 @@ class Target:
                 "hexbuild_ready_s": round(med(h[0] for _, h in rows), 3),
                 "ready_ratio": round(med(h[0] / b[0] for b, h in rows), 3),
                 "ready_ratio_range": [round(min(h[0] / b[0] for b, h in rows), 2), round(max(h[0] / b[0] for b, h in rows), 2)],
+                "ready_ratio_ci95": [round(x, 3) for x in median_ci([h[0] / b[0] for b, h in rows])],
                 "by_hand_stop_s": round(med(b[1] for b, _ in rows), 3),
                 "hexbuild_stop_s": round(med(h[1] for _, h in rows), 3),
                 "hexbuild_version_s": round(med(version), 3)}
@@ -306,12 +320,14 @@ def main() -> int:
     print(f"hexbuild: {args.hexbuild} ({' '.join(cmd)}); {os.cpu_count()} CPUs, load average {load0[0]:.2f} before, "
           f"{load1[0]:.2f} after")
     print(f"time to ready, medians of {args.pairs} alternating pairs (ratio: median of the pairs' ratios)")
-    print(f"{'target':<8}{'by hand':>9}{'hexbuild':>10}{'ratio':>7}{'  (range)':<14}{'stop':>7}{'by hand':>9}"
-          f"{'--version':>11}")
+    print(f"{'target':<8}{'by hand':>9}{'hexbuild':>10}{'ratio':>7}{'  (range)':<16}{'95% CI':<13}{'stop':>7}"
+          f"{'by hand':>9}{'--version':>11}")
     for r in ready:
         lo, hi = r["ready_ratio_range"]
+        clo, chi = r["ready_ratio_ci95"]
         print(f"{r['target']:<8}{r['by_hand_ready_s']:>9.3f}{r['hexbuild_ready_s']:>10.3f}{r['ready_ratio']:>7.2f}"
-              f"{f'  ({lo:.2f}-{hi:.2f})':<14}{r['hexbuild_stop_s']:>7.3f}{r['by_hand_stop_s']:>9.3f}"
+              f"{f'  ({lo:.2f}-{hi:.2f})':<16}{f'{clo:.2f}-{chi:.2f}':<13}"
+              f"{r['hexbuild_stop_s']:>7.3f}{r['by_hand_stop_s']:>9.3f}"
               f"{r['hexbuild_version_s']:>11.3f}")
     print(f"\nstreamed answers of {args.tokens} tokens, median of {args.runs} runs")
     print(f"{'transport':<10}{'forwarded tok/s':>17}{'on device tok/s':>17}{'ratio':>8}")
