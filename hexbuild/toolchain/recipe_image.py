@@ -22,7 +22,6 @@ import hashlib
 import os
 import shutil
 import subprocess
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -196,6 +195,8 @@ def _docker_build(client: Any, rec: Recipe) -> None:
     from docker.errors import APIError, BuildError
 
     ui.info(f"building {rec.image} from the Dockerfile (debian:{rec.kind.suite} + {len(rec.packages)} packages)")
+    import tempfile  # here: every qemu: start finds its image through this module, and builds none
+
     with tempfile.TemporaryDirectory(prefix=f"hexbuild-{rec.kind.name}-recipe-") as tmp:
         rec.write(Path(tmp))
         ui.command(["docker", "build", "--label", f"{RECIPE_LABEL}={rec.hash}", "-t", rec.image, tmp])
@@ -271,6 +272,8 @@ def build_rootfs(rec: Recipe, tarball: Path) -> Path:
     tarball.parent.mkdir(parents=True, exist_ok=True)
     log = tarball.parent / f"{kind.name}-rootfs-build.log"
     log.unlink(missing_ok=True)
+    import tempfile
+
     root = Path(tempfile.mkdtemp(prefix="rootfs-", dir=tarball.parent))
     root.chmod(0o755)  # it becomes the image's "/": mkdtemp's 0700 would lock out every other user
     try:
