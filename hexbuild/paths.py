@@ -38,17 +38,23 @@ def atomic_write(path: Path, data: bytes | str, *, mode: int | None = None) -> N
     """``data`` into ``path`` through a uniquely named file beside it and one rename, so a reader
     (another hexbuild, a test, a crash's survivor) sees the old file or the new one, never a part;
     on any error the part is removed. ``mode`` sets the permission bits (default 0600, private)."""
-    import tempfile
-
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    # The part is named before it exists: an interruption anywhere from its creation on (a serve
+    # stop's SIGTERM reaches a starting supervisor as KeyboardInterrupt) finds its name here and
+    # removes it. tempfile.mkstemp left a part behind when it came between the file's creation
+    # and mkstemp's return.
+    tmp = path.with_name(f".{path.name}.{os.urandom(6).hex()}.part")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
+        fd = os.open(tmp, flags, 0o600)
         with os.fdopen(fd, "wb") as f:
             f.write(data.encode("utf-8") if isinstance(data, str) else data)
         if mode is not None:
             os.chmod(tmp, mode)
         os.replace(tmp, path)
+    except FileExistsError:  # only os.open raises it: another writer's part, not this one's to remove
+        raise
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
