@@ -344,3 +344,14 @@ def human_size(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n:.1f} TiB"
+
+
+def raw_to_stderr(data: bytes) -> None:
+    """A program's own output (a server's log as it streams) to stderr as it came, after what
+    this process has written there."""
+    try:
+        sys.stderr.flush()
+        sys.stderr.buffer.write(data)  # type: ignore[attr-defined]
+    except AttributeError:
+        sys.stderr.write(data.decode("utf-8", "replace"))
+    sys.stderr.flush()

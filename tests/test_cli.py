@@ -99,6 +99,22 @@ def test_interrupt_is_one_line_and_130(tmp_path, signame):
     assert p.returncode == 130 and err.strip() == "hexbuild: error: interrupted"
 
 
+@pytest.mark.parametrize("where", ["outcome", "typer"])
+def test_an_interrupt_inside_exec_still_exits_130_under_python_m(tmp_path, where):
+    """Ctrl-C landing in code run by exec() of a string (a dataclass made by a lazy import, as
+    `serve --detach` does while it waits) is marked unhandled by CPython even once caught; under
+    `python -m` the process then died by SIGINT (-2), not with the documented 130."""
+    body = ("from hexbuild.cli import outcome\n"
+            "raise SystemExit(outcome.run(lambda: exec('raise KeyboardInterrupt')))\n") if where == "outcome" else (
+            "import sys\nfrom hexbuild.cli import main as m\n"
+            "@m.app.command('slow')\ndef slow():\n    exec('raise KeyboardInterrupt')\n"
+            "sys.argv = ['hexbuild', 'slow']\nm.run()\n")
+    (tmp_path / "interrupted_in_exec.py").write_text(body)
+    cp = subprocess.run([sys.executable, "-m", "interrupted_in_exec"], capture_output=True, text=True, cwd=tmp_path,
+                        timeout=60)
+    assert cp.returncode == 130 and cp.stderr.strip() == "hexbuild: error: interrupted", (cp.returncode, cp.stderr)
+
+
 def test_each_command_module_alone_makes_its_command():
     """main() builds only the tree of the command named on the command line (start-up time):
     that works only while every module registers the command of its own name."""

@@ -184,7 +184,7 @@ def _typer_end(e: Exception) -> int | None:
     if isinstance(e, typer.Exit):
         return e.exit_code
     if isinstance(e, typer.Abort):
-        return outcome.fail(errors.Interrupted("interrupted"))
+        return outcome.interrupted()
     names = {c.__name__ for c in type(e).__mro__}
     if "NoArgsIsHelpError" in names:  # typer has printed the help already
         return errors.USAGE

@@ -27,6 +27,15 @@ def fail(err: errors.HexbuildError) -> int:
     return err.exit_code
 
 
+def interrupted() -> int:
+    """The end of an interrupted command (Ctrl-C, or SIGTERM as it): 130. CPython marks an
+    interrupt that lands in code run by exec() of a string (a dataclass or namedtuple being made
+    by a lazy import) as unhandled for good, even once caught, and under `python -m` the process
+    then ends by SIGINT instead of exiting 130; exec() of a string clears that mark."""
+    exec("")
+    return fail(errors.Interrupted("interrupted"))
+
+
 def run(call: Callable[[], Any], translate: Callable[[Exception], int | None] = lambda e: None) -> int:
     """``call()``'s exit code: its int, else 0; an error's, as the module says. ``translate``
     gives the code of an exception the caller knows (Typer's), None for any other."""
@@ -34,10 +43,10 @@ def run(call: Callable[[], Any], translate: Callable[[Exception], int | None] = 
         rv = call()
         if rv == errors.INTERRUPTED:
             # typer turns Ctrl-C (and our SIGTERM) into a silent return of 130
-            return fail(errors.Interrupted("interrupted"))
+            return interrupted()
         return rv if isinstance(rv, int) else 0
     except KeyboardInterrupt:
-        return fail(errors.Interrupted("interrupted"))
+        return interrupted()
     except errors.HexbuildError as e:
         if ui.verbose:
             import traceback

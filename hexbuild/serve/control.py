@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import fidelity, pids
 from ..errors import EnvironmentMissing, HexbuildError, UsageError
-from ..ui import ui
+from ..ui import raw_to_stderr, ui
 from . import prefork
 from . import state as serve_state
 
@@ -242,10 +242,8 @@ def _copy_new(path, offset: int) -> int:
             data = f.read()
     except OSError:
         return offset
-    if data:
-        from .server import stderr_sink
-
-        stderr_sink(data)
+    if data:  # (not server.py's import beside a starting server: 20 ms, and Ctrl-C lands in it)
+        raw_to_stderr(data)
     return offset + len(data)
 
 

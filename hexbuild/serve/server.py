@@ -15,7 +15,6 @@ or the link going away, ends it with its own exit code.
 from __future__ import annotations
 
 import posixpath
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +24,7 @@ from ..errors import DeviceLost, EnvironmentMissing, HexbuildError, Interrupted,
 from ..runner import background
 from ..runner.install import default_dest, default_models_dir, installed_tools, read_manifest
 from ..runner.request import RunRequest, open_target, prepare_on
+from ..ui import raw_to_stderr as stderr_sink  # noqa: F401 (this module's API: cli/serve.py, chat.py)
 from ..ui import ui
 from . import state as serve_state
 from .request import DEFAULT_PORT, READY_TIMEOUT, ServeRequest  # noqa: F401 (this module's API)
@@ -383,13 +383,3 @@ def _close_log(server: Server) -> None:
     if server.log_file is not None:
         server.log_file.close()
         server.log_file = None
-
-
-def stderr_sink(data: bytes) -> None:
-    try:
-        sys.stderr.flush()
-        sys.stderr.buffer.write(data)  # type: ignore[attr-defined]
-    except AttributeError:
-        sys.stderr.write(data.decode("utf-8", "replace"))
-    sys.stderr.flush()
-
