@@ -1,4 +1,4 @@
-"""Reading a LAVA job's log (``GET /jobs/N/logs/``, or what ``lava-run`` prints): one entry per
+r"""Reading a LAVA job's log (``GET /jobs/N/logs/``, or what ``lava-run`` prints): one entry per
 line, each a flow mapping ``{"dt": TIME, "lvl": LEVEL, "msg": …}``. The board's output is the ``target`` lines;
 the job script (job.py) frames each step's output between markers, and prints the job's
 directory and its request first.
