@@ -34,20 +34,27 @@ def output_mode() -> int:
     return 0o666 & ~mask
 
 
+PART_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def part_of(path: Path) -> Path:
+    """The part to write ``path`` through: beside it, hidden, unique (48 random bits). Named
+    before it is created (os.open(part, PART_FLAGS, 0o600)) so that an interruption anywhere from
+    its creation on (Ctrl-C, or a serve stop's SIGTERM reaching a starting supervisor) finds its
+    name and removes it: tempfile.mkstemp left a part behind when it came between the file's
+    creation and mkstemp's return."""
+    return path.with_name(f".{path.name}.{os.urandom(6).hex()}.part")
+
+
 def atomic_write(path: Path, data: bytes | str, *, mode: int | None = None) -> None:
     """``data`` into ``path`` through a uniquely named file beside it and one rename, so a reader
     (another hexbuild, a test, a crash's survivor) sees the old file or the new one, never a part;
     on any error the part is removed. ``mode`` sets the permission bits (default 0600, private)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    # The part is named before it exists: an interruption anywhere from its creation on (a serve
-    # stop's SIGTERM reaches a starting supervisor as KeyboardInterrupt) finds its name here and
-    # removes it. tempfile.mkstemp left a part behind when it came between the file's creation
-    # and mkstemp's return.
-    tmp = path.with_name(f".{path.name}.{os.urandom(6).hex()}.part")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    tmp = part_of(path)
     try:
-        fd = os.open(tmp, flags, 0o600)
+        fd = os.open(tmp, PART_FLAGS, 0o600)
         with os.fdopen(fd, "wb") as f:
             f.write(data.encode("utf-8") if isinstance(data, str) else data)
         if mode is not None:

@@ -360,6 +360,27 @@ def test_source_date_epoch(linux_pkg, tmp_path, monkeypatch):
     assert not (tmp_path / "y.tar.gz").exists()
 
 
+def test_an_interrupted_package_write_leaves_no_part(linux_pkg, tmp_path, monkeypatch):
+    """Ctrl-C the moment the part is created (where tempfile.mkstemp's return used to lose its
+    name): no partial package, hidden or not."""
+    from hexbuild.artifacts import tarball
+
+    real_open = os.open
+
+    def created_then_interrupted(path, flags, mode=0o777, **kw):
+        fd = real_open(path, flags, mode, **kw)
+        if str(path).endswith(".part"):
+            os.close(fd)
+            raise KeyboardInterrupt
+        return fd
+
+    monkeypatch.setattr(tarball.os, "open", created_then_interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        write_package(linux_pkg, tmp_path / "out" / "z.tar.gz")
+    monkeypatch.undo()
+    assert list((tmp_path / "out").iterdir()) == []
+
+
 def test_extracted_tarball_checks_out(android_pkg, tmp_path):
     meta = {"os": "android", "llama_cpp": {"revision": "1fd6dfe9f"}, "preset": "arm64-android-snapdragon-release"}
     (android_pkg / "manifest.json").write_text(json.dumps(meta))  # replaced by the fresh manifest

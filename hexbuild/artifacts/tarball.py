@@ -13,12 +13,12 @@ import io
 import os
 import re
 import tarfile
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from ..errors import PackageFailed, UsageError
+from ..paths import PART_FLAGS, part_of
 from .manifest import (CHUNK, MANIFEST, SUMS, Entry, assemble, dumps, file_records, load_meta, scan)
 from .pgzip import ParallelGzipWriter
 
@@ -101,10 +101,11 @@ def write_package(pkg: Path, out: Path, meta: dict[str, Any] | None = None, *,
 
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".part")
     except OSError as e:
         raise PackageFailed(f"cannot write {out}: {e.strerror or e}") from None
+    tmp = part_of(out)  # named before it exists: no part is left whatever interrupts its creation
     try:
+        fd = os.open(tmp, PART_FLAGS, 0o600)
         with os.fdopen(fd, "wb") as raw:
             sink = _HashingWriter(raw)
             _write_tar(sink, entries, manifest["files"], generated, mtime)
@@ -113,10 +114,8 @@ def write_package(pkg: Path, out: Path, meta: dict[str, Any] | None = None, *,
         os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, out)
     except BaseException as e:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+        if not isinstance(e, FileExistsError):  # that one is only os.open's: another writer's part
+            tmp.unlink(missing_ok=True)
         err = e.error if isinstance(e, _WriteError) else e
         if isinstance(err, OSError):
             raise PackageFailed(f"cannot write {out}: {err.strerror or err}") from None
