@@ -4,7 +4,9 @@ variables (their defaults otherwise), so every cache and state file moves togeth
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO, Iterator
 
 
 def cache_root() -> Path:
@@ -34,16 +36,30 @@ def output_mode() -> int:
     return 0o666 & ~mask
 
 
-PART_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+_PART_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
-def part_of(path: Path) -> Path:
-    """The part to write ``path`` through: beside it, hidden, unique (48 random bits). Named
-    before it is created (os.open(part, PART_FLAGS, 0o600)) so that an interruption anywhere from
-    its creation on (Ctrl-C, or a serve stop's SIGTERM reaching a starting supervisor) finds its
-    name and removes it: tempfile.mkstemp left a part behind when it came between the file's
-    creation and mkstemp's return."""
-    return path.with_name(f".{path.name}.{os.urandom(6).hex()}.part")
+@contextmanager
+def written_through_part(path: Path, *, mode: int | None = None) -> Iterator[BinaryIO]:
+    """A file to write ``path``'s bytes to: a part beside it, renamed into place when the block
+    ends, removed if anything interrupts it. ``mode`` sets the permission bits (default 0600).
+    The part is named before it is created (hidden, 48 random bits): an interruption anywhere
+    from its creation on (Ctrl-C, or a serve stop's SIGTERM reaching a starting supervisor) finds
+    its name and removes it, where tempfile.mkstemp left a part behind when it came between the
+    file's creation and mkstemp's return."""
+    tmp = path.with_name(f".{path.name}.{os.urandom(6).hex()}.part")
+    try:
+        fd = os.open(tmp, _PART_FLAGS, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            yield f
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except FileExistsError:  # os.open's: another writer's part, not this one's to remove
+        raise
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def atomic_write(path: Path, data: bytes | str, *, mode: int | None = None) -> None:
@@ -52,16 +68,5 @@ def atomic_write(path: Path, data: bytes | str, *, mode: int | None = None) -> N
     on any error the part is removed. ``mode`` sets the permission bits (default 0600, private)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = part_of(path)
-    try:
-        fd = os.open(tmp, PART_FLAGS, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data.encode("utf-8") if isinstance(data, str) else data)
-        if mode is not None:
-            os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except FileExistsError:  # only os.open raises it: another writer's part, not this one's to remove
-        raise
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    with written_through_part(path, mode=mode) as f:
+        f.write(data.encode("utf-8") if isinstance(data, str) else data)

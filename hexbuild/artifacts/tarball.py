@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from ..errors import PackageFailed, UsageError
-from ..paths import PART_FLAGS, part_of
+from ..paths import written_through_part
 from .manifest import (CHUNK, MANIFEST, SUMS, Entry, assemble, dumps, file_records, load_meta, scan)
 from .pgzip import ParallelGzipWriter
 
@@ -103,19 +103,13 @@ def write_package(pkg: Path, out: Path, meta: dict[str, Any] | None = None, *,
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise PackageFailed(f"cannot write {out}: {e.strerror or e}") from None
-    tmp = part_of(out)  # named before it exists: no part is left whatever interrupts its creation
     try:
-        fd = os.open(tmp, PART_FLAGS, 0o600)
-        with os.fdopen(fd, "wb") as raw:
+        with written_through_part(out, mode=0o666 & ~_umask()) as raw:
             sink = _HashingWriter(raw)
             _write_tar(sink, entries, manifest["files"], generated, mtime)
             raw.flush()
             os.fsync(raw.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, out)
     except BaseException as e:
-        if not isinstance(e, FileExistsError):  # that one is only os.open's: another writer's part
-            tmp.unlink(missing_ok=True)
         err = e.error if isinstance(e, _WriteError) else e
         if isinstance(err, OSError):
             raise PackageFailed(f"cannot write {out}: {err.strerror or err}") from None
