@@ -74,7 +74,7 @@ def serve_command(
     if ctx.invoked_subcommand is not None:
         return
     from ..serve import control as serve_control
-    from ..ui import ui
+    from ..ui import raw_to_stderr, ui
 
     s = common.settings(**{"run.target": target, "run.model": model, "deploy.dest": dest,
                            "deploy.models_dir": models_dir, "run.ndev": ndev,
@@ -89,7 +89,7 @@ def serve_command(
         return
     from ..serve import server as serve  # (not before a detach: its supervisor imports it)
 
-    server = serve.start(req, s, sink=serve.stderr_sink if not ui.quiet else None)
+    server = serve.start(req, s, sink=raw_to_stderr if not ui.quiet else None)
     serve.supervise(server, announce=lambda: ui.result(_ready_json(server.record), _ready_text(server.record)))
 
 

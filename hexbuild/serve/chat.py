@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from .. import fidelity
 from ..errors import HexbuildError
-from ..ui import ui
+from ..ui import raw_to_stderr, ui
 from . import control as serve_control, server as serve
 from .openai_http import Answer, chat
 
@@ -37,7 +37,7 @@ def run_chat(req: serve.ServeRequest, settings, opts: ChatOptions) -> list[Answe
         fidelity.say(req.target, fidelity.carried(rec))
     else:
         ui.info(f"no server of hexbuild runs on {req.target}; starting one for this chat")
-        server = serve.start(req, settings, sink=serve.stderr_sink if ui.verbose else None)
+        server = serve.start(req, settings, sink=raw_to_stderr if ui.verbose else None)
         port = server.local_port
         ui.info(f"ready at {server.url} ({server.model_name})")
     answers: list[Answer] = []

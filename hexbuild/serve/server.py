@@ -24,7 +24,6 @@ from ..errors import DeviceLost, EnvironmentMissing, HexbuildError, Interrupted,
 from ..runner import background
 from ..runner.install import default_dest, default_models_dir, installed_tools, read_manifest
 from ..runner.request import RunRequest, open_target, prepare_on
-from ..ui import raw_to_stderr as stderr_sink  # noqa: F401 (this module's API: cli/serve.py, chat.py)
 from ..ui import ui
 from . import state as serve_state
 from .request import DEFAULT_PORT, READY_TIMEOUT, ServeRequest  # noqa: F401 (this module's API)
