@@ -214,7 +214,9 @@ def test_ctrl_c_removes_the_worktree_and_resume_finishes_from_the_history(tmp_pa
     before = br.tree_digest(repo)
     env = {**{k: v for k, v in os.environ.items() if not k.startswith(("HEXBUILD_", "DOCKER_"))}, **bisect_env}
     argv = [sys.executable, "-m", "hexbuild", *bisect_args(repo, tmp_path, shas[0], shas[-1], "--threshold", "0.6")]
-    proc = subprocess.Popen(argv, env=env, cwd="/", stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # (faulthandler: a run that does not end after Ctrl-C is sent SIGABRT and shows where every thread was)
+    proc = subprocess.Popen(argv, env={**env, "PYTHONFAULTHANDLER": "1"}, cwd="/", stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
     worktrees = tmp_path / "xdg" / "hexbuild" / "bisect"
     try:
         deadline = time.monotonic() + 240
@@ -234,7 +236,12 @@ def test_ctrl_c_removes_the_worktree_and_resume_finishes_from_the_history(tmp_pa
         time.sleep(1.0)
         assert list(worktrees.glob("*/worktree"))
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=120)
+        try:
+            out, err = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGABRT)
+            out, err = proc.communicate(timeout=30)
+            raise AssertionError("the bisect did not end within 120 s of Ctrl-C; where it was:\n" + err[-6000:]) from None
     finally:
         if proc.poll() is None:
             proc.kill()
