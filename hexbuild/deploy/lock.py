@@ -46,12 +46,18 @@ if [ ! -d "$P" ]; then
 fi
 now=${EPOCHREALTIME%.*}
 [ -n "$now" ] || now=$(date +%s)
-if mkdir "$L" 2>/dev/null; then
+# a lock released between a failed mkdir and the look at it is taken on the next try
+got= held=
+for i in 1 2 3; do
+  if mkdir "$L" 2>/dev/null; then got=1; break; fi
+  if [ -d "$L" ]; then held=1; break; fi
+done
+if [ -n "$got" ]; then
   { for x in "$@"; do echo "$x"; done; echo "started=$now"; } > "$L/owner" || exit 1
   echo acquired
   exit 0
 fi
-[ -d "$L" ] || { echo "cannot create $L" >&2; exit 1; }
+[ -n "$held" ] || { echo "cannot create $L" >&2; exit 1; }
 echo held
 echo "now=$now"
 [ -f "$L/owner" ] && while IFS= read -r line; do echo "$line"; done < "$L/owner"
