@@ -10,9 +10,10 @@ server's own exit. Where there is no pidfd (Linux before 5.3), every 5 ms.
 from __future__ import annotations
 
 import os
-import select
-import signal
 import time
+
+# signal and select are imported where used: process_start is read by a pre-forked supervisor
+# before its imports (serve/early_start.py), where signal's enums cost 6 ms
 
 POLL = 0.005  # seconds between looks where there is no pidfd
 
@@ -51,6 +52,8 @@ def wait_gone(pid: int, since: str | None, timeout: float, fd: int | None = None
         if left <= 0:
             return False
         if fd is not None:
+            import select
+
             select.select([fd], [], [], min(left, 1.0))  # readable once it has ended
         else:
             time.sleep(min(left, POLL))
@@ -60,11 +63,15 @@ def wait_gone(pid: int, since: str | None, timeout: float, fd: int | None = None
 def terminate(pid: int, since: str | None, timeout: float) -> bool:
     """SIGTERM and its end waited for ``timeout`` seconds: whether it ended (or was not running:
     the PID gone, or naming another process, which is not signalled)."""
+    import signal
+
     return _signal_and_wait(pid, since, [(signal.SIGTERM, timeout)])
 
 
 def stop(pid: int, since: str | None, *, kill_after: float = 10.0, timeout: float = 30.0) -> bool:
     """SIGTERM, its end waited for, SIGKILL after ``kill_after`` seconds: whether it ended."""
+    import signal
+
     return _signal_and_wait(pid, since, [(signal.SIGTERM, min(kill_after, timeout)),
                                          (signal.SIGKILL, max(timeout - kill_after, 1.0))])
 
@@ -85,6 +92,8 @@ def _signal_and_wait(pid: int, since: str | None, steps: list[tuple[int, float]]
 
 
 def _signal(pid: int, fd: int | None, sig: int) -> None:
+    import signal
+
     try:
         if fd is not None:
             signal.pidfd_send_signal(fd, sig)

@@ -92,6 +92,22 @@ def test_real_server_on_qemu(cli, serve_state, tmp_path, real_linux_package, tin
                           text=True, cwd=tmp_path, timeout=120)
     assert stop.returncode == 0 and stop.stdout == f"stopped {spec} (port {port}, PID {ready['pid']})\n", stop.stderr
     assert port_free(port) and not pid_alive(ready["pid"]) and state_mod.records() == []
+    # the same words twice, as a user starts it again: the second start's real server was launched
+    # before its words were parsed (serve/early_start.py), and it answers as the first did
+    words = [sys.executable, "-m", "hexbuild", "--json", "-v", "serve", "-t", spec, "--model", tiny_gguf_ascii.name,
+             "--models-dir", str(tmp_path / "models"), "--port", str(port), "--ctx", "512", "--detach"]
+    pids = []
+    for _ in range(2):
+        cp = subprocess.run(words, capture_output=True, text=True, cwd=tmp_path, timeout=300)
+        assert cp.returncode == 0, cp.stderr
+        pids.append(json.loads(cp.stdout)["pid"])
+        check_real_answers(json.loads(cp.stdout)["url"], tiny_gguf_ascii.name)
+        log = (serve_state / f"{port}.supervisor.log").read_text()
+        stop = subprocess.run([sys.executable, "-m", "hexbuild", "-q", "serve", "stop", "--port", str(port)],
+                              capture_output=True, text=True, cwd=tmp_path, timeout=120)
+        assert stop.returncode == 0, stop.stderr
+    assert f"taking over PID {pids[1]}: launched before the command line was parsed" in log, log[-3000:]
+    assert port_free(port) and not any(pid_alive(p) for p in pids) and state_mod.records() == []
 
 
 def test_real_server_on_the_board_through_an_ssh_tunnel(cli, serve_state, tmp_path, real_linux_package, tiny_gguf_ascii,

@@ -22,6 +22,7 @@ from typing import Any
 from ..errors import HexbuildError, Interrupted
 from ..paths import atomic_write
 from ..ui import ui
+from . import early_start
 from .server import SERVER, ServeRequest, start, stop, supervise
 
 
@@ -50,6 +51,8 @@ def serve(req: ServeRequest, settings: Any, result: Path, ready_fd: int | None =
             except OSError:  # it gave up waiting
                 pass
         ui.info(f"ready at {server.url} ({server.model_name})")
+        if server.relaunch is not None:
+            early_start.remember(*server.relaunch)
         supervise(server)
     except KeyboardInterrupt:
         if server is None:

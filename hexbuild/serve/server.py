@@ -22,10 +22,10 @@ from typing import Any, Callable
 
 from ..errors import DeviceLost, EnvironmentMissing, HexbuildError, Interrupted, RemoteFailed, UsageError
 from ..runner import background
-from ..runner.install import default_dest, default_models_dir, installed_tools, read_manifest
+from ..runner.install import MANIFEST, default_dest, default_models_dir, installed_tools, read_manifest
 from ..runner.request import RunRequest, open_target, prepare_on
 from ..ui import ui
-from . import state as serve_state
+from . import early_start, state as serve_state
 from .request import DEFAULT_PORT, READY_TIMEOUT, ServeRequest  # noqa: F401 (this module's API)
 
 # /health is asked every 10 ms for the first seconds (a small model is ready in well under one),
@@ -50,6 +50,8 @@ class Server:
     record: dict[str, Any]
     log_file: Any = None  # the local copy of the log, open while the watcher writes it
     model_name: str | None = None
+    # what to remember for an early start of the same words once ready (early_start.remember)
+    relaunch: tuple[early_start.Launch, list[str]] | None = None
 
     @property
     def url(self) -> str:
@@ -75,10 +77,11 @@ def _check_model_on_device(target, model: str, models_dir: str) -> None:
                          hint="give the local .gguf file (it is pushed once), or hexbuild deploy --model FILE")
 
 
-def _deploy(target, req: ServeRequest, dest: str, models_dir: str, push_model: Path | None, settings) -> None:
+def _deploy(target, req: ServeRequest, dest: str, models_dir: str, push_model: Path | None, settings) -> bool:
+    """Package and model deployed as asked; whether anything may have changed on the target."""
     pkg = req.package
     if pkg is None and push_model is None:
-        return
+        return False
     models = [push_model] if push_model else []
     if pkg is None:
         from ..deploy.models import local_model, plan_models, push_models
@@ -90,7 +93,7 @@ def _deploy(target, req: ServeRequest, dest: str, models_dir: str, push_model: P
             task = progress.add_task(push_model.name, total=plan.push_bytes or None)
             push_models(target, models_dir, plan, lambda n, wire=None: progress.update(task, advance=n),
                         lambda _: None)
-        return
+        return bool(plan.push)
     from ..deploy import DeployOptions, deploy, raise_for_failures  # (the whole deploy: a package's)
 
     opts = DeployOptions(dest=dest, models=models, models_dir=models_dir,
@@ -102,6 +105,7 @@ def _deploy(target, req: ServeRequest, dest: str, models_dir: str, push_model: P
     for r in results:
         ui.info(f"deploy {r.target}: {r.status}, {r.files_pushed} files pushed")
     raise_for_failures(results)
+    return True
 
 
 def _setting(settings, key: str, default: Any) -> Any:
@@ -144,7 +148,8 @@ def start(req: ServeRequest, settings, *, sink: Callable[[bytes], None] | None =
     _check_extra(req.extra)
     if not 1 <= req.port <= 65535:
         raise UsageError(f"--port must be 1..65535, got {req.port}")
-    check_port_free(req.port)
+    if not early_start.pending(req.port):  # else its launch checked the port, and may listen there now
+        check_port_free(req.port)
     existing = serve_state.read(req.port)
     if existing is not None and serve_state.supervisor_alive(existing):
         raise EnvironmentMissing(f"local port {req.port} is taken by a server hexbuild started on {existing.get('target')}",
@@ -171,7 +176,7 @@ def _start(target, req: ServeRequest, settings, sink) -> Server:
     model = push.name if push is not None else req.model
     if req.package is not None and not Path(req.package).expanduser().exists():
         raise UsageError(f"package not found: {req.package}")
-    _deploy(target, req, dest, models_dir, push, settings)
+    pushed = _deploy(target, req, dest, models_dir, push, settings)
     if push is None:
         _check_model_on_device(target, model, models_dir)
 
@@ -214,8 +219,9 @@ def _start(target, req: ServeRequest, settings, sink) -> Server:
 
     ui.info(f"starting {SERVER} on {req.target} (port {device_port})")
     ui.command(inv.command_line())
-    pid, since = background.start(target, target.program_argv(inv.argv, inv.cwd), env=inv.env, cwd=inv.cwd,
-                                  log=device_log)
+    launch = early_start.Launch(target.program_argv(inv.argv, inv.cwd), inv.env, inv.cwd, device_log, req.port)
+    pid, since = early_start.take(launch, pushed=pushed) or background.start(target, launch.argv, env=inv.env,
+                                                                              cwd=inv.cwd, log=device_log)
     forward = None
     try:
         watcher = background.Watcher(target, pid, since, device_log, to_log)
@@ -234,6 +240,8 @@ def _start(target, req: ServeRequest, settings, sink) -> Server:
         record.update(forward=forward.how, serial=getattr(target, "serial", None))
         serve_state.write(record)
         server = Server(target, pid, since, req.port, device_port, device_log, forward, watcher, record, log_file)
+        if target.caps.early_start and req.package is None:
+            server.relaunch = (launch, [f"{dest.rstrip('/')}/{MANIFEST}", str(push.resolve()) if push else ""])
         _wait_ready(server, req)
         watcher.catch_up()  # the log up to ready is in the local copy before the record says ready
         named = _model_name_asked(req.port)  # the server answers while the log is judged here

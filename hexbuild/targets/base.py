@@ -94,6 +94,10 @@ class TargetCaps:
     # a push makes the directories it writes into (adb sync's SEND), so a release's staging call
     # (links, device-side copies) can run beside the push instead of before it
     push_makes_dirs: bool = False
+    # a detached server is a plain process of this machine, which the same words may launch again
+    # before they are parsed (serve/early_start.py): not qemu+npu:, whose server needs the virtual
+    # NPU's parts started first
+    early_start: bool = False
 
 
 @dataclass(frozen=True)

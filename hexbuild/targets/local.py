@@ -72,7 +72,7 @@ def this_machine() -> tuple[str, int | None]:
 class LocalTarget(ShellTarget):
     kind = "local"
     os = "linux"
-    caps = TargetCaps(forward=True, this_machine=True)
+    caps = TargetCaps(forward=True, this_machine=True, early_start=True)
 
     def __init__(self, spec: str, root: str, *, timeout: float = 15.0, transfer_timeout: float = 600.0):
         self.spec = spec

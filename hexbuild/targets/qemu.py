@@ -52,7 +52,8 @@ def find_qemu() -> str:
 class QemuTarget(LocalTarget):
     kind = "qemu"
     os = "linux"
-    caps = TargetCaps(package_oses=("linux",), glibc_check=True, forward=True, emulator=True, this_machine=True)
+    caps = TargetCaps(package_oses=("linux",), glibc_check=True, forward=True, emulator=True, this_machine=True,
+                      early_start=True)
 
     def __init__(self, spec: str, root: str, *, sysroot: str = "", timeout: float = 15.0,
                  transfer_timeout: float = 600.0):
