@@ -30,25 +30,6 @@ serve_app = typer.Typer(cls=ServeGroup, invoke_without_command=True, no_args_is_
                         epilog=SERVE_EPILOG)
 
 
-def _request(s, *, package, port, device_port, ctx_size, ndev, devices, allow_cpu_fallback, ready_timeout, knobs,
-             extra, stream_log):
-    from ..errors import UsageError
-    from ..runner.defaults import given_threads
-    from ..serve.request import DEFAULT_PORT, ServeRequest
-
-    if not s["run.target"]:
-        raise UsageError("no target: give --target T (adb, adb:SERIAL, ssh://HOST, local:DIR, …) or set run.target")
-    if not s["run.model"]:
-        raise UsageError("no model: give --model FILE.gguf (a local file is pushed once) or set run.model")
-    return ServeRequest(
-        target=s["run.target"], model=s["run.model"], package=package, port=port or DEFAULT_PORT,
-        device_port=device_port, ctx=ctx_size,
-        ndev=ndev if ndev is not None else (None if devices is not None else (s["run.ndev"] or None)),
-        devices=devices, knobs=knobs, extra=extra, dest=s["deploy.dest"], models_dir=s["deploy.models_dir"],
-        threads=given_threads(s), ubatch=s["run.ubatch"], allow_cpu_fallback=allow_cpu_fallback,
-        ready_timeout=ready_timeout, stream_log=stream_log)
-
-
 @serve_app.callback()
 def serve_command(
     ctx: typer.Context,
@@ -73,35 +54,21 @@ def serve_command(
     Subcommands: status, stop."""
     if ctx.invoked_subcommand is not None:
         return
-    from ..serve import control as serve_control
     from ..ui import raw_to_stderr, ui
+    from .serve_start import detach as start_detached, prepare, ready_json, ready_text
 
-    s = common.settings(**{"run.target": target, "run.model": model, "deploy.dest": dest,
-                           "deploy.models_dir": models_dir, "run.ndev": ndev,
-                           "deploy.bundle_runtime": bundle_runtime})
-    req = _request(s, package=package, port=port, device_port=device_port, ctx_size=ctx_size, ndev=ndev,
-                   devices=devices, allow_cpu_fallback=allow_cpu_fallback, ready_timeout=ready_timeout,
-                   knobs=ctx.meta.get("hexbuild.knobs", []), extra=ctx.meta.get("hexbuild.extra", []),
-                   stream_log=not ui.quiet)
+    s, req = prepare(target=target, model=model, package=package, port=port, device_port=device_port,
+                     ctx_size=ctx_size, ndev=ndev, devices=devices, dest=dest, models_dir=models_dir,
+                     bundle_runtime=bundle_runtime, allow_cpu_fallback=allow_cpu_fallback,
+                     ready_timeout=ready_timeout, knobs=ctx.meta.get("hexbuild.knobs", []),
+                     extra=ctx.meta.get("hexbuild.extra", []), stream_log=not ui.quiet)
     if detach:
-        rec = serve_control.detach(req, s, stream=not ui.quiet)
-        ui.result(_ready_json(rec), _ready_text(rec))
+        start_detached(s, req)  # (also reached before Typer starts: fast.py)
         return
     from ..serve import server as serve  # (not before a detach: its supervisor imports it)
 
     server = serve.start(req, s, sink=raw_to_stderr if not ui.quiet else None)
-    serve.supervise(server, announce=lambda: ui.result(_ready_json(server.record), _ready_text(server.record)))
-
-
-def _ready_json(rec: dict) -> dict:
-    from ..fidelity import carried
-
-    keys = ("url", "model_name", "target", "local_port", "device_port", "pid", "forward", "log", "supervisor_pid")
-    return {**{k: rec.get(k) for k in keys}, **carried(rec)}
-
-
-def _ready_text(rec: dict) -> str:
-    return f"{rec.get('url')}  model {rec.get('model_name')}"
+    serve.supervise(server, announce=lambda: ui.result(ready_json(server.record), ready_text(server.record)))
 
 
 @serve_app.command("status")
@@ -168,10 +135,12 @@ def chat_command(
     check_local([s["run.model"]])  # a local model and the package checked before a server is looked for
     if package:
         require_llama_package(Path(package))
-    req = _request(s, package=package, port=port, device_port=None, ctx_size=ctx_size, ndev=ndev, devices=None,
-                   allow_cpu_fallback=allow_cpu_fallback, ready_timeout=600.0,
-                   knobs=ctx.meta.get("hexbuild.knobs", []), extra=ctx.meta.get("hexbuild.extra", []),
-                   stream_log=False)
+    from .serve_start import request
+
+    req = request(s, package=package, port=port, device_port=None, ctx_size=ctx_size, ndev=ndev, devices=None,
+                  allow_cpu_fallback=allow_cpu_fallback, ready_timeout=600.0,
+                  knobs=ctx.meta.get("hexbuild.knobs", []), extra=ctx.meta.get("hexbuild.extra", []),
+                  stream_log=False)
     run_chat(req, s, ChatOptions(prompt=prompt, system=system, max_tokens=max_tokens))
 
 
