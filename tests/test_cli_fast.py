@@ -150,7 +150,7 @@ def test_a_real_server_started_both_ways(serve_state, http_stand_in, tiny_gguf, 
         (rec,) = [json.loads(p.read_text()) for p in serve_state.glob("*.json")]
         seen.append((start.stderr, {k: v for k, v in ready.items() if k not in ("pid", "supervisor_pid")},
                      {k: v for k, v in rec.items() if k not in ("pid", "pid_start", "supervisor_pid", "supervisor_start",
-                                                                  "started", "ready_at")}))
+                                                                  "started_at", "ready_at")}))
         stop = subprocess.run([sys.executable, "-m", "hexbuild", "serve", "stop", "--port", str(port)],
                               capture_output=True, text=True, cwd=tmp_path, timeout=120)
         assert stop.returncode == 0, stop.stderr
