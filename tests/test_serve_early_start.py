@@ -7,6 +7,7 @@ leaves. On a local: install of the stand-in server, through the program as a use
 import json
 import marshal
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -38,8 +39,12 @@ def install(serve_state, http_stand_in, tiny_gguf, tmp_path, monkeypatch):
             str(tiny_gguf), "--models-dir", str(tmp_path / "m"), "--port", str(port), "--detach"]
     work = tmp_path / "work"
     work.mkdir()
-    return {"argv": argv, "port": port, "dest": dest, "starts": starts, "work": work, "state": serve_state,
+    inst = {"argv": argv, "port": port, "dest": dest, "starts": starts, "work": work, "state": serve_state,
             "model": tiny_gguf}
+    yield inst
+    for pid in launches(inst):  # a failing test may leave an early launch no record names
+        if pid_alive(pid):
+            os.kill(pid, signal.SIGKILL)
 
 
 def start(inst) -> subprocess.CompletedProcess:
