@@ -19,6 +19,7 @@ tests/test_cli_fast.py holds them to Typer's answers, word for word.
 
 from __future__ import annotations
 
+
 def _digits(value: str) -> int | None:
     return int(value) if value.isascii() and value.isdigit() else None
 
@@ -80,10 +81,11 @@ def read_words(argv: list[str], command: list[str], valued: dict, switches: dict
             else:
                 return None
             key, read = ("config", _text) if name == "--config" else valued[name]
-            if key in given or not value or value.startswith("-") or read(value) is None:
+            got = None if key in given or not value or value.startswith("-") else read(value)
+            if got is None:
                 return None  # Typer says which value it takes, or what is wrong with it
             given.add(key)
-            (flags if key == "config" else opts)[key] = read(value)
+            (flags if key == "config" else opts)[key] = got
         elif eq:
             return None
         elif mine and arg in switches and switches[arg][0] not in given:

@@ -12,7 +12,7 @@ whole environment, this hexbuild and this Python. Nothing but the digest is kept
 environment. The next pre-forked supervisor with the same digest (prefork.py) launches the same
 again before it imports anything else, provided that:
 - the files the launch names (the emulator, the sysroot, the program, the model, the install's
-  manifest, the local model it was pushed from) are unchanged (inode, size, mtime);
+  manifest, the local model it was pushed from) are unchanged (inode, size, mtime, mode);
 - no record holds the port, and nothing listens on it.
 
 Then the start goes on as without it: parsed, checked, the model pushed if needed, the server
